@@ -1,0 +1,1 @@
+"""The Qt system-tray application of Ollie Tray."""

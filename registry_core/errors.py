@@ -1,0 +1,131 @@
+"""The one error hierarchy of ``registry_core``.
+
+Every error this package raises on purpose derives from :class:`OllieError`
+and carries the context a person needs to fix the problem (a path, a field,
+a value).  Callers catch the narrowest class they can handle.
+"""
+
+from __future__ import annotations
+
+
+class OllieError(Exception):
+    """Base class of every error raised by registry_core."""
+
+
+# --- registry -------------------------------------------------------------
+
+
+class MetaError(OllieError):
+    """A ``.meta`` file could not be used.
+
+    ``path`` is the file, ``line``/``column`` are 1-based positions when the
+    problem has one (JSON syntax errors), else ``None``.
+    """
+
+    def __init__(
+        self, path: str, message: str, line: int | None = None, column: int | None = None
+    ) -> None:
+        self.path = path
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(self.location() + ": " + message)
+
+    def location(self) -> str:
+        if self.line is not None:
+            return f"{self.path}:{self.line}:{self.column or 1}"
+        return self.path
+
+
+class ToolNotFoundError(OllieError):
+    """No tool of that name is known to the registry."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no tool named {name!r}")
+
+
+class ToolUnavailableError(OllieError):
+    """The tool exists but cannot be used on this host (hidden or broken)."""
+
+    def __init__(self, name: str, status: str, reason: str) -> None:
+        self.name = name
+        self.status = status
+        self.reason = reason
+        super().__init__(f"tool {name!r} is {status}: {reason}")
+
+
+# --- dispatch ---------------------------------------------------------------
+
+
+class DispatchError(OllieError):
+    """A tool call could not be started or completed."""
+
+
+class ArgumentsError(DispatchError):
+    """The call's arguments do not satisfy the tool's ``args`` schema."""
+
+    def __init__(self, tool: str, field: str, message: str) -> None:
+        self.tool = tool
+        self.field = field
+        self.message = message
+        super().__init__(f"{tool}: invalid argument {field}: {message}")
+
+
+class ExecutableError(DispatchError):
+    """The resolved executable is missing or not executable."""
+
+
+# --- sandbox ----------------------------------------------------------------
+
+
+class SandboxError(OllieError):
+    """The sandbox could not be set up; the tool is never run unsandboxed."""
+
+
+class ProfileError(SandboxError):
+    """A sandbox profile file is invalid."""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        self.message = message
+        super().__init__(f"{path}: {message}")
+
+
+class LandlockUnavailableError(SandboxError):
+    """The kernel offers no Landlock and the profile does not allow best effort."""
+
+
+# --- elevation --------------------------------------------------------------
+
+
+class ElevationError(OllieError):
+    """Base of the elevation broker's errors."""
+
+
+class ProtocolError(ElevationError):
+    """A broker protocol message is malformed.
+
+    ``code`` is the machine-readable error code sent on the wire.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+class BrokerUnavailableError(ElevationError):
+    """No elevation broker is listening (or it went away)."""
+
+
+class ElevationDeniedError(ElevationError):
+    """The request was denied (by the person, a policy, a timeout, ...)."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(f"elevation denied: {reason}")
+
+
+class PolicyError(ElevationError):
+    """The remembered-policy store is invalid or could not be written."""

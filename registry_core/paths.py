@@ -1,0 +1,81 @@
+"""Where things live: XDG base directories and the project's default paths.
+
+Everything takes an explicit environment mapping so tests and the "What if"
+simulation never touch ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+def _home(env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    return Path(home) if home else Path.home()
+
+
+def config_home(env: Mapping[str, str]) -> Path:
+    value = env.get("XDG_CONFIG_HOME")
+    return Path(value) if value else _home(env) / ".config"
+
+
+def state_home(env: Mapping[str, str]) -> Path:
+    value = env.get("XDG_STATE_HOME")
+    return Path(value) if value else _home(env) / ".local" / "state"
+
+
+def runtime_dir(env: Mapping[str, str]) -> Path:
+    value = env.get("XDG_RUNTIME_DIR")
+    if value:
+        return Path(value)
+    # No XDG_RUNTIME_DIR (e.g. a bare ssh session): a per-user directory in /tmp;
+    # the broker creates it 0700 and refuses one owned by somebody else.
+    return Path(f"/tmp/ollie-runtime-{os.getuid()}")  # noqa: S108
+
+
+def ollie_config_dir(env: Mapping[str, str]) -> Path:
+    return config_home(env) / "ollie"
+
+
+def default_tools_dir(env: Mapping[str, str]) -> Path:
+    return ollie_config_dir(env) / "tools"
+
+
+def tools_path(env: Mapping[str, str]) -> list[Path]:
+    """The directories of ``$OLLIE_TOOLS_PATH`` in search order (empty entries dropped)."""
+    raw = env.get("OLLIE_TOOLS_PATH")
+    if not raw:
+        return [default_tools_dir(env)]
+    return [Path(p) for p in raw.split(":") if p]
+
+
+def tools_path_string(env: Mapping[str, str]) -> str:
+    return ":".join(str(p) for p in tools_path(env))
+
+
+def sandbox_profile_path(env: Mapping[str, str], name: str) -> Path:
+    return ollie_config_dir(env) / "sandbox" / f"{name}.yaml"
+
+
+def elevate_socket(env: Mapping[str, str]) -> Path:
+    value = env.get("OLLIE_ELEVATE_SOCKET")
+    return Path(value) if value else runtime_dir(env) / "ollie" / "elevate.sock"
+
+
+def policies_file(env: Mapping[str, str]) -> Path:
+    return ollie_config_dir(env) / "policies.yaml"
+
+
+def audit_file(env: Mapping[str, str]) -> Path:
+    return state_home(env) / "ollie" / "audit.jsonl"
+
+
+def resources_dir() -> Path:
+    """The repository's / installation's ``resources`` directory."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "resources", here / "resources"):
+        if candidate.is_dir():
+            return candidate
+    return here.parent / "resources"
