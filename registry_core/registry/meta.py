@@ -1,0 +1,226 @@
+"""Parse and validate one ``.meta`` file (the spec's sidecar format).
+
+:func:`parse_meta` never raises for bad content: it returns a
+:class:`ParsedMeta` whose ``errors`` name the file, the field and, where the
+problem has a position, the line and column.  Unknown keys are warnings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from registry_core.errors import MetaError
+from registry_core.registry.jsonpos import format_path, line_col, locate
+from registry_core.registry.model import (
+    Condition,
+    Fields,
+    MatchKey,
+    MetaFile,
+    MetaWarning,
+    Tier,
+    VariantDef,
+)
+from registry_core.registry.schema import schema_error
+
+MAX_META_BYTES = 1024 * 1024
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+
+_FIELD_KEYS = ("description", "prompt", "args", "tier", "readOnly", "cmd", "sudo", "elevated")
+TOP_LEVEL_KEYS = frozenset((*_FIELD_KEYS, "variants"))
+VARIANT_KEYS = frozenset((*_FIELD_KEYS, "match"))
+_MATCH_KEYS = {k.value: k for k in MatchKey}
+_TIERS = {t.value: t for t in Tier}
+
+Path_ = list[str | int]
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedMeta:
+    meta: MetaFile | None
+    errors: tuple[MetaError, ...]
+    warnings: tuple[MetaWarning, ...]
+
+
+def tool_name_error(name: str) -> str | None:
+    if not name:
+        return "empty tool name"
+    if name.startswith("."):
+        return f"tool name {name!r} must not start with '.'"
+    if not TOOL_NAME_RE.match(name):
+        return f"tool name {name!r} may only contain letters, digits, '_', '.' and '-'"
+    return None
+
+
+class _Checker:
+    """Collects errors with positions while walking one decoded document."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.errors: list[MetaError] = []
+        self.warnings: list[MetaWarning] = []
+
+    def error(self, where: Path_, message: str) -> None:
+        pos = locate(self.text, where) if where else None
+        prefix = f"{format_path(where)}: " if where else ""
+        line, column = pos if pos else (None, None)
+        self.errors.append(MetaError(str(self.path), prefix + message, line, column))
+
+    def warn(self, where: Path_, message: str) -> None:
+        pos = locate(self.text, where)
+        line, column = pos if pos else (None, None)
+        text = f"{format_path(where)}: {message}"
+        self.warnings.append(MetaWarning(str(self.path), text, line, column))
+
+    def fields(self, obj: dict[str, Any], where: Path_) -> Fields:
+        def string(key: str) -> str | None:
+            value = obj.get(key)
+            if value is None or isinstance(value, str):
+                return value
+            self.error([*where, key], f"must be a string, not {_json_type(value)}")
+            return None
+
+        def boolean(key: str) -> bool | None:
+            value = obj.get(key)
+            if value is None or isinstance(value, bool):
+                return value
+            self.error([*where, key], f"must be true or false, not {json.dumps(value)}")
+            return None
+
+        tier: Tier | None = None
+        if "tier" in obj:
+            raw = obj["tier"]
+            tier = _TIERS.get(raw) if isinstance(raw, str) else None
+            if tier is None:
+                self.error(
+                    [*where, "tier"], f"unknown tier {json.dumps(raw)} (use hot, warm or cold)"
+                )
+        cmd = string("cmd")
+        if cmd is not None and (not cmd.strip() or "\0" in cmd):
+            self.error([*where, "cmd"], f"invalid command {cmd!r}")
+            cmd = None
+        return Fields(
+            description=string("description"),
+            prompt=string("prompt"),
+            args=self.args(obj, where),
+            tier=tier,
+            read_only=boolean("readOnly"),
+            cmd=cmd,
+            sudo=boolean("sudo"),
+            elevated=boolean("elevated"),
+        )
+
+    def args(self, obj: dict[str, Any], where: Path_) -> dict[str, Any] | None:
+        if "args" not in obj:
+            return None
+        value = obj["args"]
+        if not isinstance(value, dict):
+            self.error([*where, "args"], f"must be a JSON Schema object, not {_json_type(value)}")
+            return None
+        problem = schema_error(value)
+        if problem is not None:
+            message, inner = problem
+            self.error([*where, "args", *inner], f"not a valid JSON Schema: {message}")
+            return None
+        if value.get("type", "object") != "object":
+            self.warn([*where, "args", "type"], "tool arguments should be a JSON object schema")
+        return value
+
+    def conditions(self, variant: dict[str, Any], where: Path_) -> tuple[Condition, ...]:
+        if "match" not in variant:
+            self.warn(where, "variant without 'match' always matches")
+            return ()
+        match = variant["match"]
+        if not isinstance(match, dict):
+            self.error([*where, "match"], f"must be an object, not {_json_type(match)}")
+            return ()
+        out: list[Condition] = []
+        for key, value in match.items():
+            match_key = _MATCH_KEYS.get(key)
+            if match_key is None:
+                known = ", ".join(_MATCH_KEYS)
+                self.error([*where, "match", key], f"unknown match key {key!r} (known: {known})")
+            elif not isinstance(value, str) or not value:
+                self.error(
+                    [*where, "match", key],
+                    f"must be a non-empty string, not {json.dumps(value)}",
+                )
+            else:
+                out.append(Condition(match_key, value))
+        return tuple(out)
+
+    def unknown_keys(self, obj: dict[str, Any], known: frozenset[str], where: Path_) -> None:
+        for key in obj:
+            if key not in known:
+                self.warn([*where, key], f"unknown key {key!r} (ignored)")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def parse_meta(path: Path, data: bytes, name: str | None = None) -> ParsedMeta:
+    """Validate ``data`` (the content of ``path``) as a ``.meta`` document."""
+    tool = name if name is not None else path.name.removesuffix(".meta")
+    name_problem = tool_name_error(tool)
+    if name_problem:
+        return ParsedMeta(None, (MetaError(str(path), name_problem),), ())
+    if len(data) > MAX_META_BYTES:
+        too_big = MetaError(str(path), f"file is {len(data)} bytes, over the 1 MiB limit")
+        return ParsedMeta(None, (too_big,), ())
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, col = line_col(data[: exc.start].decode("utf-8", "replace"), exc.start)
+        return ParsedMeta(None, (MetaError(str(path), "not valid UTF-8", line, col),), ())
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        err = MetaError(str(path), f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
+        return ParsedMeta(None, (err,), ())
+    return check_document(path, tool, text, doc)
+
+
+def check_document(path: Path, tool: str, text: str, doc: Any) -> ParsedMeta:
+    checker = _Checker(path, text)
+    if not isinstance(doc, dict):
+        checker.error([], f"the top level must be a JSON object, not {_json_type(doc)}")
+        return ParsedMeta(None, tuple(checker.errors), ())
+    checker.unknown_keys(doc, TOP_LEVEL_KEYS, [])
+    top = checker.fields(doc, [])
+    variants: tuple[VariantDef, ...] | None = None
+    if "variants" in doc:
+        raw = doc["variants"]
+        if not isinstance(raw, list):
+            checker.error(["variants"], f"must be an array, not {_json_type(raw)}")
+        else:
+            if not raw:
+                checker.warn(["variants"], "empty 'variants': the tool is hidden on every host")
+            out: list[VariantDef] = []
+            for index, variant in enumerate(raw):
+                where: Path_ = ["variants", index]
+                if not isinstance(variant, dict):
+                    checker.error(where, f"a variant must be an object, not {_json_type(variant)}")
+                    continue
+                checker.unknown_keys(variant, VARIANT_KEYS, where)
+                conditions = checker.conditions(variant, where)
+                out.append(VariantDef(index, conditions, checker.fields(variant, where)))
+            variants = tuple(out)
+    if checker.errors:
+        return ParsedMeta(None, tuple(checker.errors), tuple(checker.warnings))
+    meta = MetaFile(path, tool, top, variants, tuple(checker.warnings))
+    return ParsedMeta(meta, (), tuple(checker.warnings))

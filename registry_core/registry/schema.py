@@ -1,0 +1,129 @@
+"""Check that a tool's ``args`` is itself a valid JSON Schema.
+
+``jsonschema``'s ``check_schema`` is exact but costs tens of microseconds per
+schema, more than reading and parsing the whole ``.meta``.  Tool schemas
+almost always use a handful of keywords, so :func:`fast_check` decides those
+directly (mirroring the Draft 2020-12 meta-schema rule for each keyword) and
+answers ``None`` for anything else, in which case the real validator decides.
+A property-based test keeps the two in agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import jsonschema.exceptions
+import jsonschema.validators
+
+_SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _is_non_negative_integer(v: Any) -> bool:
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, int):
+        return v >= 0
+    return isinstance(v, float) and v.is_integer() and v >= 0
+
+
+def _check_type(v: Any) -> bool | None:
+    if isinstance(v, str):
+        return v in _SIMPLE_TYPES
+    if isinstance(v, list):
+        if not v or not all(isinstance(t, str) and t in _SIMPLE_TYPES for t in v):
+            return False
+        return len(set(v)) == len(v)
+    return False
+
+
+def _check_string_array(v: Any) -> bool | None:
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        return False
+    return len(set(v)) == len(v)
+
+
+def _check_schema_map(v: Any) -> bool | None:
+    if not isinstance(v, dict):
+        return False
+    result: bool | None = True
+    for sub in v.values():
+        r = fast_check(sub)
+        if r is False:
+            return False
+        if r is None:
+            result = None
+    return result
+
+
+_KEYWORDS: dict[str, Callable[[Any], bool | None]] = {
+    "type": _check_type,
+    "properties": _check_schema_map,
+    "required": _check_string_array,
+    "description": lambda v: isinstance(v, str),
+    "title": lambda v: isinstance(v, str),
+    "format": lambda v: isinstance(v, str),
+    "$comment": lambda v: isinstance(v, str),
+    "enum": lambda v: isinstance(v, list),
+    "examples": lambda v: isinstance(v, list),
+    "default": lambda v: True,
+    "const": lambda v: True,
+    "items": lambda v: fast_check(v),  # noqa: PLW0108 (defined below)
+    "additionalProperties": lambda v: fast_check(v),  # noqa: PLW0108
+    "minimum": _is_number,
+    "maximum": _is_number,
+    "exclusiveMinimum": _is_number,
+    "exclusiveMaximum": _is_number,
+    "minLength": _is_non_negative_integer,
+    "maxLength": _is_non_negative_integer,
+    "minItems": _is_non_negative_integer,
+    "maxItems": _is_non_negative_integer,
+    "minProperties": _is_non_negative_integer,
+    "maxProperties": _is_non_negative_integer,
+    "uniqueItems": lambda v: isinstance(v, bool),
+    "readOnly": lambda v: isinstance(v, bool),
+    "writeOnly": lambda v: isinstance(v, bool),
+    "deprecated": lambda v: isinstance(v, bool),
+}
+
+
+def fast_check(schema: Any) -> bool | None:
+    """``True``/``False`` when the common-keyword rules decide, ``None`` when unsure."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict):
+        return False
+    result: bool | None = True
+    for key, value in schema.items():
+        rule = _KEYWORDS.get(key)
+        if rule is None:
+            return None
+        r = rule(value)
+        if r is False:
+            return False
+        if r is None:
+            result = None
+    return result
+
+
+def schema_error(schema: Any) -> tuple[str, list[str | int]] | None:
+    """``None`` when ``schema`` is a valid JSON Schema, else (message, path inside it)."""
+    if fast_check(schema) is True:
+        return None
+    cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return exc.message, [p if isinstance(p, int) else str(p) for p in exc.path]
+    return None
+
+
+def validator_for(schema: Any) -> jsonschema.protocols.Validator:
+    """A validator for call arguments against ``schema``."""
+    cls = jsonschema.validators.validator_for(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
