@@ -75,7 +75,9 @@ class RegistryLoader:
         facts_factory: Callable[[], HostFacts] | None = None,
     ) -> None:
         environ = dict(os.environ) if env is None else dict(env)
-        self.dirs = tuple(dirs) if dirs is not None else tuple(paths.tools_path(environ))
+        chosen = dirs if dirs is not None else paths.tools_path(environ)
+        # Absolute, so executables stay valid whatever the caller's cwd becomes.
+        self.dirs = tuple(Path(os.path.abspath(d)) for d in chosen)
         self._facts_factory = facts_factory or (lambda: HostFacts(env=environ))
         self._cache: dict[Path, _Entry] = {}
         self._facts: HostFacts | None = None
@@ -156,7 +158,7 @@ class RegistryLoader:
         """Re-examine only what ``changed`` names (files or whole tools directories)."""
         names: set[str] = set()
         for item in changed:
-            path = Path(item)
+            path = Path(os.path.abspath(item))
             if path in self.dirs:
                 try:
                     listed = {e.name[:-5] for e in os.scandir(path) if e.name.endswith(".meta")}

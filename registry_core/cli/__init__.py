@@ -1,0 +1,1 @@
+"""Command-line programs: ollie-tools, ollie-broker, ollie-askpass, ollie-elevate."""

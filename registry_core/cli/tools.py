@@ -1,0 +1,112 @@
+"""``ollie-tools``: inspect the registry, lint ``.meta`` files and call tools as an agent would.
+
+Exit codes: 0 success, 1 a requested thing is missing or has errors,
+2 usage or argument errors; ``call`` exits with the tool's own status
+(77 when elevation is denied).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from registry_core.cli import render
+from registry_core.cli.check import run_check
+from registry_core.errors import OllieError, ToolNotFoundError
+from registry_core.paths import tools_path
+from registry_core.registry import Registry, RegistryLoader
+from registry_core.registry.serialize import tool_details, tool_summary
+
+EXIT_USAGE = 2
+
+
+def _registry(env: dict[str, str]) -> Registry:
+    return RegistryLoader(tools_path(env), env).load()
+
+
+def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    registry = _registry(env)
+    tools = registry.all() if args.all else registry.available()
+    if args.json:
+        json.dump([tool_summary(t) for t in tools], out, indent=2)
+        out.write("\n")
+    else:
+        print(render.list_text(tools), file=out)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    registry = _registry(env)
+    tool = registry.get(args.name)
+    if args.json:
+        json.dump(tool_details(tool), out, indent=2)
+        out.write("\n")
+    else:
+        print(render.show_text(tool, getattr(out, "encoding", "utf-8")), file=out)
+    return 0
+
+
+def cmd_check(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    targets = [Path(p) for p in args.paths] or tools_path(env)
+    return run_check(targets, out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ollie-tools",
+        description="Inspect and call Ollie tools (.meta sidecars on $OLLIE_TOOLS_PATH).",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="list tools (available ones unless --all)")
+    p.add_argument("--all", action="store_true", help="include hidden and broken tools")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="everything the registry knows about one tool")
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("check", help="lint .meta files (exit 0 only without errors)")
+    p.add_argument("paths", nargs="*", help=".meta files or directories (default: tools path)")
+    p.set_defaults(func=cmd_check)
+
+    for extend in _EXTENSIONS:
+        extend(sub)
+    return parser
+
+
+# Other modules (dispatch, sandbox, policies, audit) register their subcommands here.
+_EXTENSIONS: list[Any] = []
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    stream = out or sys.stdout
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env = dict(os.environ)
+    try:
+        code: int = args.func(args, env, stream)
+    except ToolNotFoundError as exc:
+        print(f"ollie-tools: {exc}", file=sys.stderr)
+        return 1
+    except OllieError as exc:
+        print(f"ollie-tools: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return code
+
+
+def main_entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    main_entry()
