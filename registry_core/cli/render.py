@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from registry_core.registry import Status, Tool
 
-PASS = "✓"
-FAIL = "✗"
+MARK_OK = "✓"
+MARK_BAD = "✗"
 
 
 def _use_ascii(encoding: str | None) -> bool:
@@ -54,7 +54,7 @@ def list_text(tools: Sequence[Tool]) -> str:
 
 
 def show_text(tool: Tool, encoding: str | None = "utf-8") -> str:
-    ok, bad = ("ok", "FAIL") if _use_ascii(encoding) else (PASS, FAIL)
+    ok, bad = ("ok", "FAIL") if _use_ascii(encoding) else (MARK_OK, MARK_BAD)
     out = [f"{tool.name}  [{tool.status.value}]"]
     fields = [
         ("source", str(tool.source)),
