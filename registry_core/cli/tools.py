@@ -13,9 +13,9 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from registry_core.cli import render
+from registry_core.cli import call_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
 from registry_core.errors import OllieError, ToolNotFoundError
 from registry_core.paths import tools_path
@@ -77,13 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help=".meta files or directories (default: tools path)")
     p.set_defaults(func=cmd_check)
 
-    for extend in _EXTENSIONS:
-        extend(sub)
+    call_cmd.register(sub)
+    sandbox_cmd.register(sub)
     return parser
-
-
-# Other modules (dispatch, sandbox, policies, audit) register their subcommands here.
-_EXTENSIONS: list[Any] = []
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:

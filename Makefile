@@ -1,0 +1,46 @@
+# Ollie Tray — the two commands of the README's Quick start, plus helpers.
+#   make run    start the tray (bundled demo tools when you have none)
+#   make test   lint, type-check and run the whole test suite
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+USER_TOOLS := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/ollie/tools
+
+.PHONY: run test lint typecheck pytest bench screenshots clean
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "Python 3.11 or newer is needed (found: $$($(PYTHON) --version))"; exit 1; }
+	@$(PYTHON) -m venv $(VENV) || \
+	  { echo "Could not create a virtual environment. On Debian/Ubuntu: sudo apt install python3-venv"; exit 1; }
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	@if [ -z "$$OLLIE_TOOLS_PATH" ] && [ -z "$$(ls -A '$(USER_TOOLS)' 2>/dev/null)" ]; then \
+	  echo "No tools in $(USER_TOOLS): starting with the bundled demo tools."; \
+	  exec $(BIN)/ollie-tray --demo; \
+	else \
+	  exec $(BIN)/ollie-tray; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy --strict registry_core ollie_tray
+
+pytest: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

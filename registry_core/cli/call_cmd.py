@@ -1,0 +1,106 @@
+"""``ollie-tools call``: run a tool exactly as an agent's dispatcher would."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from registry_core.cli.gates import make_gate
+from registry_core.dispatch import CallOptions, Dispatcher
+from registry_core.errors import (
+    ArgumentsError,
+    ElevationDeniedError,
+    SandboxError,
+    ToolNotFoundError,
+    ToolUnavailableError,
+)
+from registry_core.paths import tools_path
+from registry_core.registry import RegistryLoader
+
+EXIT_USAGE = 2
+EXIT_DENIED = 77
+
+
+class UsageError(Exception):
+    """Bad command-line input (exit 2)."""
+
+
+def read_args(spec: str | None, stdin: TextIO) -> Any:
+    """``--args JSON``, ``--args @FILE`` or ``--args -`` (stdin); default ``{}``."""
+    if spec is None:
+        return {}
+    if spec == "-":
+        text, origin = stdin.read(), "stdin"
+    elif spec.startswith("@"):
+        try:
+            text, origin = Path(spec[1:]).read_text(encoding="utf-8"), spec[1:]
+        except OSError as exc:
+            raise UsageError(f"cannot read --args file {spec[1:]}: {exc.strerror}") from exc
+    else:
+        text, origin = spec, "--args"
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{origin}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from exc
+
+
+def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    try:
+        call_args = read_args(args.args, sys.stdin)
+    except UsageError as exc:
+        print(f"ollie-tools call: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.timeout <= 0:
+        print("ollie-tools call: --timeout must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    loader = RegistryLoader(tools_path(env), env)
+    dispatcher = Dispatcher(registry=loader.load, env=env, gate=make_gate(env))
+    options = CallOptions(
+        cwd=os.getcwd(), timeout=args.timeout, elevated=args.elevated, profile=args.profile
+    )
+    try:
+        result = dispatcher.call(args.name, call_args, options)
+    except ArgumentsError as exc:
+        print(f"ollie-tools call: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ElevationDeniedError as exc:
+        print(str(exc), file=sys.stderr)
+        return EXIT_DENIED
+    except (ToolNotFoundError, ToolUnavailableError, SandboxError) as exc:
+        print(f"ollie-tools call: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(result.to_json(), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(result.stdout)
+        out.flush()
+        if result.stderr:
+            sys.stderr.write(
+                result.stderr if result.stderr.endswith("\n") else result.stderr + "\n"
+            )
+        for note in result.unenforced if args.verbose else ():
+            print(f"ollie-tools call: not enforced: {note}", file=sys.stderr)
+    return result.exit_code
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("call", help="run a tool as an agent would (sandboxed unless elevated)")
+    p.add_argument("name")
+    p.add_argument(
+        "--args",
+        metavar="JSON|@FILE|-",
+        help="the call's arguments: inline JSON, @file, or - for stdin (default {})",
+    )
+    p.add_argument("--profile", default="default", help="sandbox profile name (default: default)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before the tool is killed")
+    p.add_argument("--elevated", action="store_true", help="ask to run outside the sandbox")
+    p.add_argument("--json", action="store_true", help="print one JSON result object")
+    p.add_argument("-v", "--verbose", action="store_true", help="report unenforced sandbox parts")
+    p.set_defaults(func=cmd_call)

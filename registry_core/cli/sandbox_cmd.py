@@ -1,0 +1,31 @@
+"""``ollie-tools sandbox show``: the effective rules of a profile on this kernel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Any, TextIO
+
+from registry_core.sandbox import abi_version, describe, effective_rules, format_text, load_profile
+
+
+def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    profile = load_profile(env, args.profile)
+    rules = effective_rules(profile, env, os.getcwd())
+    info = describe(rules, abi_version())
+    if args.json:
+        json.dump(info, out, indent=2)
+        out.write("\n")
+    else:
+        print(format_text(info), file=out)
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("sandbox", help="inspect sandbox profiles")
+    inner = p.add_subparsers(dest="sandbox_command", required=True, metavar="COMMAND")
+    show = inner.add_parser("show", help="effective rules after template expansion")
+    show.add_argument("--profile", default="default")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_sandbox_show)

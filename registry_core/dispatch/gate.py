@@ -1,0 +1,74 @@
+"""The seam between the dispatcher and the elevation broker.
+
+The dispatcher asks an :class:`ElevationGate` before a tool runs outside the
+sandbox.  A gate either returns an :class:`Authorization` or raises
+:class:`~registry_core.errors.ElevationDeniedError`; there is no third
+outcome, so every failure to ask is a denial (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from registry_core.errors import ElevationDeniedError
+
+
+class Kind(StrEnum):
+    """What is asked: leave the sandbox as the same user, or run as root via sudo."""
+
+    SANDBOX = "sandbox"
+    SUDO = "sudo"
+
+
+@dataclass(frozen=True)
+class ElevationRequest:
+    tool: str
+    kind: Kind
+    argv: tuple[str, ...]
+    args: Mapping[str, Any]
+    cwd: str
+    code: str | None = None
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """An approval; ``grant`` is the single-use token ``ollie-askpass`` presents to sudo."""
+
+    reason: str
+    grant: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+class ElevationGate(Protocol):
+    def authorize(self, request: ElevationRequest) -> Authorization:
+        """Approve or raise ElevationDeniedError."""
+        ...
+
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
+        """Tell the broker how a sudo run with ``grant`` ended."""
+        ...
+
+
+class RefusingGate:
+    """The gate when nothing can ask a person: every request is denied."""
+
+    def __init__(self, reason: str = "no elevation broker or front-end is available") -> None:
+        self.reason = reason
+
+    def authorize(self, request: ElevationRequest) -> Authorization:
+        raise ElevationDeniedError(self.reason)
+
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
+        return None
+
+
+def sudo_argv(executable: str, sudo: str = "sudo") -> list[str]:
+    """``sudo -A`` so the password goes askpass → sudo, never via stdin, argv or env."""
+    return [sudo, "-A", "--", executable]
+
+
+def describe_argv(argv: Sequence[str]) -> str:
+    return " ".join(argv)
