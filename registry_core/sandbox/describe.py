@@ -1,0 +1,149 @@
+"""What ``ollie-tools sandbox show`` prints: effective rules as data and as text.
+
+:func:`describe` returns plain JSON-able data (for ``--json``);
+:func:`format_text` renders that data for a person, in aligned columns.
+Neither creates a Landlock ruleset: paths are only stat'ed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from registry_core.sandbox import landlock
+from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps
+from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.rules import EffectiveRules
+
+
+def _kind(path: str) -> str:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "missing"
+    return "dir" if stat.S_ISDIR(mode) else "file"
+
+
+def _rights(rights: landlock.FsAccess) -> list[str]:
+    return [flag.name.lower() for flag in landlock.FsAccess if flag & rights and flag.name]
+
+
+def describe(rules: EffectiveRules, abi: int | None = None) -> dict[str, Any]:
+    """JSON-able description of ``rules`` on a kernel of ``abi`` (detected if ``None``)."""
+    if abi is None:
+        abi = landlock.abi_version()
+    known = min(abi, landlock.MAX_KNOWN_ABI)
+    handled = landlock.fs_access_for_abi(known)
+    filesystem = []
+    for rule in rules.paths:
+        kind = _kind(rule.path)
+        rights = ACCESS_RIGHTS[rule.access] & handled
+        if kind == "file":
+            rights &= landlock.FILE_ONLY_ACCESS
+        filesystem.append(
+            {
+                "path": rule.path,
+                "access": rule.access.value,
+                "kind": kind,
+                "origin": rule.origin,
+                "rights": _rights(rights) if kind != "missing" else [],
+            }
+        )
+    scopes = landlock.scopes_for_abi(known)
+    scoped = [scope.name.lower() for scope in landlock.Scope if scope & scopes and scope.name]
+    network = rules.network
+    return {
+        "profile": rules.profile,
+        "source": rules.source,
+        "kernel_abi": abi,
+        "landlock": abi >= 1,
+        "best_effort": rules.best_effort,
+        "log_level": rules.log_level.value,
+        "filesystem": filesystem,
+        "network": {
+            "mode": network.mode.value,
+            "bind_tcp": list(network.bind_tcp),
+            "connect_tcp": list(network.connect_tcp),
+        },
+        "scoped": scoped,
+        "env": list(rules.env),
+        "unenforced": [
+            {
+                "feature": gap.feature,
+                "reason": gap.reason,
+                "needs_abi": gap.needs_abi,
+                "requested": gap.requested,
+            }
+            for gap in gaps(rules, abi)
+        ],
+        "warnings": list(rules.warnings),
+        "skipped": [{"path": s.path, "reason": s.reason} for s in rules.skipped],
+    }
+
+
+def _table(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    if not rows:
+        return [indent + "(none)"]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+        lines.append((indent + "  ".join(cells)).rstrip())
+    return lines
+
+
+def _ports(ports: Sequence[int]) -> str:
+    return ", ".join(str(port) for port in ports) or "none"
+
+
+def _gap_text(gap: Mapping[str, Any]) -> str:
+    needs = f" (needs ABI {gap['needs_abi']})" if gap["needs_abi"] else ""
+    return f"{gap['reason']}{needs}"
+
+
+def _section(title: str, rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["", f"{title}:", *_table(rows)]
+
+
+def format_text(description: Mapping[str, Any]) -> str:
+    """Human rendering of :func:`describe`'s output."""
+    abi = description["kernel_abi"]
+    header = [
+        ("Profile:", f"{description['profile']} ({description['source']})"),
+        ("Landlock:", f"ABI {abi}" if description["landlock"] else "not available"),
+        ("Best effort:", "yes" if description["best_effort"] else "no"),
+    ]
+    lines = _table(header, indent="")
+    lines += _section(
+        "Filesystem",
+        [
+            (entry["access"], entry["path"], entry["kind"], entry["origin"])
+            for entry in description["filesystem"]
+        ],
+    )
+    network = description["network"]
+    if network["mode"] == NetworkMode.RESTRICTED.value:
+        rows = [
+            ("mode", "restricted"),
+            ("connect tcp", _ports(network["connect_tcp"])),
+            ("bind tcp", _ports(network["bind_tcp"])),
+        ]
+    elif network["mode"] == NetworkMode.DENY.value:
+        rows = [("mode", "deny (no TCP bind or connect)")]
+    else:
+        rows = [("mode", "unrestricted")]
+    lines += _section("Network", rows)
+    lines += _section("Scoped", [(name,) for name in description["scoped"]])
+    lines += _section("Environment passed", [(name,) for name in description["env"]])
+    lines += _section(
+        "Not enforced", [(gap["feature"], _gap_text(gap)) for gap in description["unenforced"]]
+    )
+    if description["skipped"]:
+        lines += _section(
+            "Skipped paths", [(entry["path"], entry["reason"]) for entry in description["skipped"]]
+        )
+    if description["warnings"]:
+        lines += ["", "Warnings:", *(f"  {warning}" for warning in description["warnings"])]
+    return "\n".join(lines) + "\n"

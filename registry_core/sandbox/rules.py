@@ -1,0 +1,217 @@
+"""Effective sandbox rules: a profile with its path templates expanded.
+
+A profile path may use ``~``, ``{CWD}``, ``{HOME}``, ``{TMPDIR}`` (default
+``/tmp``), ``{XDG_*}`` (with the XDG defaults), ``{OLLIE_TOOLS_PATH}`` and any
+``{ENV_VAR}`` of the given environment.  Variables holding colon-separated
+lists (``PATH``, names ending in ``_PATH`` or ``_DIRS``) expand into one rule
+per entry; no other value is ever split, so a directory whose name contains a
+colon cannot smuggle in a second path.  A path naming an unset variable is
+dropped with a warning (dropping an allow rule can only narrow the sandbox).
+Relative paths are taken relative to the call's working directory.
+
+The environment given here must be the dispatcher's own, never one chosen
+by the agent: it decides which paths are opened up.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry_core.paths import config_home, state_home, tools_path_string
+from registry_core.sandbox.ldd import LddResolver, LddResult
+from registry_core.sandbox.profile import Access, LogLevel, NetworkMode, SandboxProfile
+from registry_core.sandbox.report import SkippedPath
+
+_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DEFAULT_TMPDIR = "/tmp"  # noqa: S108 - the conventional default, not a temp file
+
+
+@dataclass(frozen=True)
+class PathRule:
+    """Allow ``access`` beneath ``path``; ``origin`` says which profile key asked."""
+
+    path: str
+    access: Access
+    origin: str
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    mode: NetworkMode
+    bind_tcp: tuple[int, ...] = ()
+    connect_tcp: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class EffectiveRules:
+    """What the sandbox of one call enforces (before kernel ABI limits)."""
+
+    profile: str
+    source: str
+    paths: tuple[PathRule, ...]
+    network: NetworkPolicy
+    env: tuple[str, ...]
+    best_effort: bool
+    log_level: LogLevel = LogLevel.INFO
+    warnings: tuple[str, ...] = ()
+    skipped: tuple[SkippedPath, ...] = ()
+
+    def cache_key(self) -> tuple[object, ...]:
+        """Everything the kernel ruleset (and the decision to refuse) depends on."""
+        return (
+            tuple((rule.path, rule.access) for rule in self.paths),
+            self.network,
+            self.best_effort,
+        )
+
+
+class UnresolvedTemplateError(ValueError):
+    """A path template names a variable that has no value."""
+
+    def __init__(self, template: str, variable: str) -> None:
+        self.template = template
+        self.variable = variable
+        super().__init__(f"{template!r}: template variable {{{variable}}} is not set")
+
+
+def _home(env: Mapping[str, str]) -> str:
+    return env.get("HOME") or str(Path.home())
+
+
+def _is_list_variable(name: str) -> bool:
+    return name == "PATH" or name.endswith(("_PATH", "_DIRS"))
+
+
+def template_value(name: str, env: Mapping[str, str], cwd: str) -> tuple[str, ...]:
+    """The value(s) of template variable ``name``; empty when it is unset."""
+    home = _home(env)
+    defaults: dict[str, Callable[[], str]] = {
+        "CWD": lambda: cwd,
+        "HOME": lambda: home,
+        "TMPDIR": lambda: env.get("TMPDIR") or _DEFAULT_TMPDIR,
+        "XDG_CONFIG_HOME": lambda: str(config_home(env)),
+        "XDG_STATE_HOME": lambda: str(state_home(env)),
+        "XDG_DATA_HOME": lambda: env.get("XDG_DATA_HOME") or f"{home}/.local/share",
+        "XDG_CACHE_HOME": lambda: env.get("XDG_CACHE_HOME") or f"{home}/.cache",
+        "XDG_DATA_DIRS": lambda: env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share",
+        "XDG_CONFIG_DIRS": lambda: env.get("XDG_CONFIG_DIRS") or "/etc/xdg",
+        "OLLIE_TOOLS_PATH": lambda: tools_path_string(env),
+    }
+    value = defaults[name]() if name in defaults else env.get(name, "")
+    if not value:
+        return ()
+    if _is_list_variable(name):
+        return tuple(part for part in value.split(":") if part)
+    return (value,)
+
+
+def expand_path(template: str, env: Mapping[str, str], cwd: str) -> tuple[str, ...]:
+    """All absolute, normalised paths ``template`` stands for.
+
+    Raises :class:`UnresolvedTemplateError` for an unset variable or a
+    ``~user`` form.
+    """
+    text = template
+    if text == "~" or text.startswith("~/"):
+        text = _home(env) + text[1:]
+    elif text.startswith("~"):
+        raise UnresolvedTemplateError(template, text[1:].split("/", 1)[0] or "~")
+    pieces: list[tuple[str, ...]] = []
+    position = 0
+    for match in _TEMPLATE_RE.finditer(text):
+        pieces.append((text[position : match.start()],))
+        values = template_value(match.group(1), env, cwd)
+        if not values:
+            raise UnresolvedTemplateError(template, match.group(1))
+        pieces.append(values)
+        position = match.end()
+    pieces.append((text[position:],))
+    result: list[str] = []
+    for combination in itertools.product(*pieces):
+        path = os.path.normpath(os.path.join(cwd, "".join(combination)))
+        if path not in result:
+            result.append(path)
+    return tuple(result)
+
+
+class _Collector:
+    def __init__(self, env: Mapping[str, str], cwd: str, warnings: list[str]) -> None:
+        self.env = env
+        self.cwd = cwd
+        self.warnings = warnings
+        self.rules: list[PathRule] = []
+        self.skipped: list[SkippedPath] = []
+
+    def add(self, template: str, access: Access, origin: str) -> None:
+        try:
+            paths = expand_path(template, self.env, self.cwd)
+        except UnresolvedTemplateError as exc:
+            reason = f"template variable {{{exc.variable}}} is not set"
+            self.warnings.append(f"{origin}: {template!r} dropped: {reason}")
+            self.skipped.append(SkippedPath(template, reason))
+            return
+        for path in paths:
+            if not any(r.path == path and r.access is access for r in self.rules):
+                self.rules.append(PathRule(path, access, origin))
+
+    def add_libraries(self, resolve: Callable[[str], LddResult]) -> None:
+        executables = [
+            rule.path
+            for rule in self.rules
+            if rule.access in (Access.ROX, Access.RWX)
+            and os.path.isfile(rule.path)
+            and os.access(rule.path, os.X_OK)
+        ]
+        for executable in executables:
+            try:
+                result = resolve(executable)
+            except OSError as exc:
+                self.warnings.append(f"advanced.ldd: {executable}: {exc}")
+                continue
+            for missing in result.missing:
+                self.warnings.append(f"advanced.ldd: {executable}: library {missing} not found")
+            for library in result.libraries:
+                self.add(library, Access.ROX, f"advanced.ldd ({executable})")
+
+
+def effective_rules(
+    profile: SandboxProfile,
+    env: Mapping[str, str],
+    cwd: str,
+    *,
+    libraries: Callable[[str], LddResult] | None = None,
+) -> EffectiveRules:
+    """Expand ``profile`` for a call in ``cwd`` with the dispatcher's ``env``.
+
+    ``libraries`` resolves an executable's shared libraries for
+    ``advanced.ldd`` (default: a fresh :class:`LddResolver`; pass a long-lived
+    one to cache ``ldd`` results across calls).
+    """
+    warnings = list(profile.warnings)
+    collector = _Collector(env, cwd, warnings)
+    for template, access in profile.filesystem.entries():
+        collector.add(template, access, f"filesystem.{access.value}")
+    for template in profile.advanced.add_exec:
+        collector.add(template, Access.ROX, "advanced.add_exec")
+    if profile.advanced.ldd:
+        collector.add_libraries(libraries or LddResolver())
+    network = profile.network
+    policy = NetworkPolicy(network.mode)
+    if network.mode is NetworkMode.RESTRICTED:
+        policy = NetworkPolicy(network.mode, network.bind_tcp, network.connect_tcp)
+    return EffectiveRules(
+        profile=profile.name,
+        source=profile.source,
+        paths=tuple(collector.rules),
+        network=policy,
+        env=profile.env,
+        best_effort=profile.general.best_effort,
+        log_level=profile.general.log_level,
+        warnings=tuple(warnings),
+        skipped=tuple(collector.skipped),
+    )
