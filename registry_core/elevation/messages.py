@@ -1,0 +1,381 @@
+"""The messages of the elevation broker's wire protocol v1, as typed values.
+
+One frozen dataclass per ``op`` and direction; enums for every fixed choice;
+the wire constants; :class:`MessageError`, the typed error every codec
+function raises; and the rules every JSON value in a message obeys.  Nothing
+here parses or does I/O: turning bytes into these objects (and back) is
+:mod:`registry_core.elevation.protocol`'s job, and the specification a third
+party implements is ``docs/protocol.md``.
+
+``op`` and ``direction`` are class attributes: ``status`` exists in both
+directions (a request without fields, a reply with fields), so the op name
+alone does not say which class a frame is.  ``to_json()`` builds the wire
+object (``v``, ``id``, ``op`` first, then the fields in declaration order;
+optional fields are always written, as ``null`` when unset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeAlias, cast
+
+from registry_core.errors import ProtocolError
+
+PROTOCOL_VERSION = 1
+"""The value of ``"v"`` in every v1 message."""
+
+MAX_FRAME = 65536
+"""Largest frame in bytes, the terminating newline included."""
+
+MAX_DEPTH = 64
+"""Deepest nesting of objects/arrays in one message (the message itself is 1)."""
+
+MAX_ID_LENGTH = 256
+"""Longest string ``id`` in characters."""
+
+MAX_SAFE_INT = 2**53 - 1
+"""Integers on the wire stay within ±this, so every JSON implementation keeps them exact."""
+
+MAX_TIMEOUT = 86400.0
+"""Largest ``timeout`` an ``elevate`` request may carry (one day, in seconds)."""
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_SHOW_LIMIT = 60
+
+JsonObject: TypeAlias = dict[str, Any]
+RequestId: TypeAlias = str | int
+"""A client-chosen request id: a string or an integer, echoed in every related reply."""
+
+
+def is_request_id(value: object) -> bool:
+    """Whether ``value`` is a valid v1 id (a short valid-Unicode string or a safe integer)."""
+    if type(value) is int:
+        return -MAX_SAFE_INT <= value <= MAX_SAFE_INT
+    if not isinstance(value, str) or len(value) > MAX_ID_LENGTH:
+        return False
+    return _SURROGATE_RE.search(value) is None
+
+
+class Direction(enum.Enum):
+    """Who sends a message: the codec validates each direction's ops separately."""
+
+    TO_BROKER = "to_broker"
+    TO_CLIENT = "to_client"
+
+
+class Kind(enum.StrEnum):
+    """What an ``elevate`` request asks for."""
+
+    SANDBOX = "sandbox"  # run outside Landlock, still as the current user
+    SUDO = "sudo"  # run as root through ``sudo -A`` (implies leaving the sandbox)
+
+
+class Decision(enum.StrEnum):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+class DecidedBy(enum.StrEnum):
+    """Who or what made a decision."""
+
+    USER = "user"
+    POLICY = "policy"
+    TIMEOUT = "timeout"
+    NO_FRONT_END = "no_front_end"
+    SHUTDOWN = "shutdown"
+    CLIENT_GONE = "client_gone"
+    PAUSED = "paused"
+
+
+class ProgressState(enum.StrEnum):
+    WAITING_FOR_USER = "waiting_for_user"
+    NOTIFIED = "notified"
+
+
+class ErrorCode(enum.StrEnum):
+    """The ``code`` of an ``error`` message.  Clients must accept codes not listed here."""
+
+    BAD_JSON = "bad_json"
+    FRAME_TOO_LARGE = "frame_too_large"
+    BAD_VERSION = "bad_version"
+    BAD_REQUEST = "bad_request"
+    UNKNOWN_OP = "unknown_op"
+    UNSUPPORTED = "unsupported"
+    PEER_UID = "peer_uid"
+    UNKNOWN_TOOL = "unknown_tool"
+    TOOL_UNAVAILABLE = "tool_unavailable"
+    NO_GRANT = "no_grant"
+    SHUTTING_DOWN = "shutting_down"
+    INTERNAL = "internal"
+
+
+class MessageError(ProtocolError):
+    """A frame or message that breaks the protocol.
+
+    ``code`` is an :class:`ErrorCode`; ``request_id`` is the offending
+    message's ``id`` when it could be read (else ``None``), so the peer can
+    be answered with :meth:`to_reply`.
+    """
+
+    def __init__(self, code: ErrorCode, message: str, request_id: RequestId | None = None) -> None:
+        super().__init__(code, message)
+        self.error_code = code
+        self.request_id = request_id
+
+    def to_reply(self) -> ErrorReply:
+        """The ``error`` message that answers this problem on the wire."""
+        return ErrorReply(id=self.request_id, code=self.error_code, message=self.message)
+
+
+# --- JSON values -----------------------------------------------------------------
+
+
+def describe_value(value: Any) -> str:
+    """A short ASCII rendering of ``value`` for an error message."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (TypeError, ValueError, RecursionError):
+        text = ascii(value)
+    return text if len(text) <= _SHOW_LIMIT else text[: _SHOW_LIMIT - 3] + "..."
+
+
+def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
+    """Raise ``bad_request`` unless every value in ``obj`` is plain JSON, nests at most
+    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates)."""
+    stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        problem = ""
+        if isinstance(value, dict | list) and depth > MAX_DEPTH:
+            problem = f"nests deeper than {MAX_DEPTH} levels"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str) or _SURROGATE_RE.search(key):
+                    problem = f"has a key that is not valid Unicode text: {describe_value(key)}"
+                    break
+                name = key if key.isidentifier() else describe_value(key)
+                stack.append((item, depth + 1, f"{path}.{name}" if path else name))
+        elif isinstance(value, list):
+            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+        elif isinstance(value, str) and _SURROGATE_RE.search(value):
+            problem = "holds an unpaired surrogate (not valid Unicode)"
+        elif isinstance(value, float) and not math.isfinite(value):
+            problem = f"must be a finite number, got {value!r}"
+        elif not isinstance(value, str | int | float | type(None)):
+            problem = f"is not a JSON value: {type(value).__name__}"
+        if problem:
+            where = f"field {path!r}" if path else "the message"
+            raise MessageError(ErrorCode.BAD_REQUEST, f"{where} {problem}", request_id)
+
+
+class _Message:
+    """Behaviour shared by every message class."""
+
+    __slots__ = ()
+    op: ClassVar[str]
+    direction: ClassVar[Direction]
+    id: RequestId | None
+
+    def to_json(self) -> JsonObject:
+        """The JSON object sent on the wire: envelope first, then every field in order."""
+        obj: JsonObject = {"v": PROTOCOL_VERSION, "id": self.id, "op": self.op}
+        for spec in dataclasses.fields(cast(Any, self)):
+            value = getattr(self, spec.name)
+            if isinstance(value, enum.Enum):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
+            obj.setdefault(spec.name, value)
+        return obj
+
+    def encode(self) -> bytes:
+        """This message as one validated frame (see :func:`protocol.encode`)."""
+        from registry_core.elevation.protocol import encode
+
+        return encode(self)  # type: ignore[arg-type]  # every subclass is in Message
+
+
+class _ToBroker(_Message):
+    __slots__ = ()
+    direction: ClassVar[Direction] = Direction.TO_BROKER
+
+
+class _ToClient(_Message):
+    __slots__ = ()
+    direction: ClassVar[Direction] = Direction.TO_CLIENT
+
+
+# --- client -> broker ------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PingRequest(_ToBroker):
+    op: ClassVar[str] = "ping"
+    id: RequestId
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElevateRequest(_ToBroker):
+    """Ask to run ``tool`` outside the sandbox (``sandbox``) or as root (``sudo``)."""
+
+    op: ClassVar[str] = "elevate"
+    id: RequestId
+    tool: str
+    kind: Kind
+    argv: tuple[str, ...]
+    args: JsonObject = field(hash=False)
+    cwd: str
+    host: str | None = None  # None: the broker's own host
+    code: str | None = None  # ollie-elevate's execute_code: the full bash code
+    timeout: float | None = None  # seconds the requester waits; None: broker default
+
+
+@dataclass(frozen=True, kw_only=True)
+class AskpassRequest(_ToBroker):
+    """``ollie-askpass`` (run by ``sudo -A``) asks for the password of a grant."""
+
+    op: ClassVar[str] = "askpass"
+    id: RequestId
+    grant: str = field(repr=False)
+    prompt: str
+    attempt: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class SudoResultRequest(_ToBroker):
+    """The dispatcher reports how ``sudo`` ended for a grant."""
+
+    op: ClassVar[str] = "sudo_result"
+    id: RequestId
+    grant: str = field(repr=False)
+    exit_code: int
+    auth_failed: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusRequest(_ToBroker):
+    op: ClassVar[str] = "status"
+    id: RequestId
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenBrowserRequest(_ToBroker):
+    """Ask a running tray to show its Tool Browser."""
+
+    op: ClassVar[str] = "open_browser"
+    id: RequestId
+
+
+# --- broker -> client ------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PongReply(_ToClient):
+    op: ClassVar[str] = "pong"
+    id: RequestId
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecisionReply(_ToClient):
+    """The answer to ``elevate`` (and a refusal of ``askpass``).
+
+    ``grant`` is set only when a ``sudo`` request is allowed: the single-use
+    token the requester hands to ``ollie-askpass`` through the environment.
+    """
+
+    op: ClassVar[str] = "decision"
+    id: RequestId
+    decision: Decision
+    reason: str
+    by: DecidedBy
+    remember: str | None = None
+    grant: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PasswordReply(_ToClient):
+    """The sudo password, sent only to ``ollie-askpass`` and never shown in a repr."""
+
+    op: ClassVar[str] = "password"
+    id: RequestId
+    password: str = field(repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AckReply(_ToClient):
+    op: ClassVar[str] = "ack"
+    id: RequestId
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusReply(_ToClient):
+    op: ClassVar[str] = "status"
+    id: RequestId
+    pending: int
+    paused: bool
+    version: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProgressNotice(_ToClient):
+    """Sent by the broker, unasked, while the request ``id`` is pending."""
+
+    op: ClassVar[str] = "progress"
+    id: RequestId
+    state: ProgressState
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorReply(_ToClient):
+    """A typed error; ``id`` is ``None`` when the offending frame had no readable id."""
+
+    op: ClassVar[str] = "error"
+    id: RequestId | None
+    code: str  # an ErrorCode when known; newer brokers may send other codes
+    message: str
+
+    @property
+    def error_code(self) -> ErrorCode | None:
+        """The code as an :class:`ErrorCode`, or ``None`` for a code this version does not know."""
+        try:
+            return ErrorCode(self.code)
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UnknownReply(_ToClient):
+    """A broker message whose ``op`` this version does not know: clients skip it silently."""
+
+    id: RequestId | None
+    op: str  # type: ignore[misc]  # an instance field here, a class constant elsewhere
+
+
+Request: TypeAlias = (
+    PingRequest
+    | ElevateRequest
+    | AskpassRequest
+    | SudoResultRequest
+    | StatusRequest
+    | OpenBrowserRequest
+)
+"""Every message a client sends to the broker."""
+
+Reply: TypeAlias = (
+    PongReply
+    | DecisionReply
+    | PasswordReply
+    | AckReply
+    | StatusReply
+    | ProgressNotice
+    | ErrorReply
+    | UnknownReply
+)
+"""Every message the broker sends to a client (replies and unasked notices)."""
+
+Message: TypeAlias = Request | Reply

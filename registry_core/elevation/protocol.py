@@ -1,0 +1,398 @@
+"""Sans-I/O codec of the elevation broker's wire protocol v1 (spec: ``docs/protocol.md``).
+
+No sockets, no event loop (like h11 or jeepney): the asyncio server, the
+blocking clients and the tests share this one codec.
+
+- :class:`FrameDecoder` is fed whatever ``recv()`` returned and gives back, in
+  order, one item per complete frame: a message, or a :class:`MessageError` to
+  answer with ``error.to_reply()`` before reading on.  It never raises on input
+  and never holds more than one frame's bytes: an oversize frame is reported at
+  once, then skipped up to its newline.
+- :func:`parse_request` / :func:`parse_reply` validate a decoded JSON value
+  strictly and raise :class:`MessageError` naming the field and the offending
+  value (secrets are never echoed).  Unknown extra fields are ignored, so later
+  revisions of v1 can add optional fields.
+- :func:`encode` validates a message the same way before framing it, so a peer
+  never sends what the other side would reject.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any, Generic, NoReturn, TypeVar
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.messages import ErrorCode, JsonObject, MessageError, RequestId
+
+# Tool names as the registry allows them (DESIGN §3), hosts as DNS names or IP
+# literals, grants as URL-safe base64 (secrets.token_urlsafe), codes as identifiers.
+_TOOL_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}")
+_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
+_GRANT_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
+_CODE_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_ABSOLUTE_RE = re.compile(r"/[^\x00]*")
+_MISSING: Any = object()
+E = TypeVar("E", bound=enum.Enum)
+M = TypeVar("M")
+
+
+class _Fields:
+    """Reads one message's fields; every failure is a bad_request naming field and value."""
+
+    def __init__(self, obj: JsonObject, request_id: RequestId | None) -> None:
+        self.obj = obj
+        self.request_id = request_id
+        self.op = ""  # known once the envelope is checked
+
+    def fail(self, name: str, expected: str, value: Any, *, secret: bool = False) -> NoReturn:
+        got = "(value not shown)" if secret else f"got {m.describe_value(value)}"
+        where = f"{self.op}: field {name!r}" if self.op else f"field {name!r}"
+        message = f"{where} must be {expected}, {got}"
+        raise MessageError(ErrorCode.BAD_REQUEST, message, self.request_id)
+
+    def get(self, name: str, *, required: bool = True) -> Any:
+        value = self.obj.get(name, _MISSING)
+        if value is _MISSING and required:
+            where = f"{self.op}: missing" if self.op else "missing"
+            message = f"{where} required field {name!r}"
+            raise MessageError(ErrorCode.BAD_REQUEST, message, self.request_id)
+        return None if value is _MISSING else value  # optional null == absent
+
+    def id(self) -> RequestId:
+        if self.request_id is None:
+            self.fail("id", f"a string or integer for op {self.op!r}", None)
+        return self.request_id
+
+    def text(
+        self,
+        name: str,
+        expected: str = "a string",
+        *,
+        pattern: re.Pattern[str] | None = None,
+        forbid: str = "",
+        secret: bool = False,
+    ) -> str:
+        value = self.get(name)
+        if (
+            not isinstance(value, str)
+            or (pattern is not None and not pattern.fullmatch(value))
+            or any(char in value for char in forbid)
+        ):
+            self.fail(name, expected, value, secret=secret)
+        return value
+
+    def optional_text(self, name: str, expected: str = "a string", **checks: Any) -> str | None:
+        return (
+            None if self.get(name, required=False) is None else self.text(name, expected, **checks)
+        )
+
+    def integer(self, name: str, low: int) -> int:
+        value = self.get(name)
+        if type(value) is not int or not low <= value <= m.MAX_SAFE_INT:
+            self.fail(name, f"an integer from {low} to {m.MAX_SAFE_INT}", value)
+        return value
+
+    def boolean(self, name: str) -> bool:
+        value = self.get(name)
+        if type(value) is not bool:
+            self.fail(name, "true or false", value)
+        return value
+
+    def choice(self, name: str, enum_type: type[E]) -> E:
+        value = self.get(name)
+        choices = [member.value for member in enum_type]
+        if not isinstance(value, str) or value not in choices:
+            self.fail(name, "one of " + ", ".join(map(m.describe_value, choices)), value)
+        return enum_type(value)
+
+    def text_list(self, name: str) -> tuple[str, ...]:
+        value = self.get(name)
+        if not isinstance(value, list) or not value:
+            self.fail(name, "a non-empty array of strings", value)
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or "\x00" in item:
+                self.fail(f"{name}[{index}]", "a string without NUL", item)
+        return tuple(value)
+
+    def json_object(self, name: str) -> JsonObject:
+        value = self.get(name)
+        if not isinstance(value, dict):
+            self.fail(name, "a JSON object", value)
+        return value
+
+    def seconds(self, name: str) -> float | None:
+        value = self.get(name, required=False)
+        if value is not None and (
+            type(value) not in (int, float) or not 0 < value <= m.MAX_TIMEOUT
+        ):
+            self.fail(name, f"a number of seconds above 0 and at most {m.MAX_TIMEOUT:g}", value)
+        return None if value is None else float(value)
+
+    def grant(self) -> str:
+        expected = "a grant token (16-128 characters of A-Z a-z 0-9 _ -)"
+        return self.text("grant", expected, pattern=_GRANT_RE, secret=True)
+
+
+def _elevate(f: _Fields) -> m.ElevateRequest:
+    return m.ElevateRequest(
+        id=f.id(),
+        tool=f.text("tool", "a tool name ([A-Za-z0-9_.-], no leading '.')", pattern=_TOOL_RE),
+        kind=f.choice("kind", m.Kind),
+        argv=f.text_list("argv"),
+        args=f.json_object("args"),
+        cwd=f.text("cwd", "an absolute path without NUL", pattern=_ABSOLUTE_RE),
+        host=f.optional_text("host", "a host name", pattern=_HOST_RE),
+        code=f.optional_text("code", "a string without NUL", forbid="\x00"),
+        timeout=f.seconds("timeout"),
+    )
+
+
+def _decision(f: _Fields) -> m.DecisionReply:
+    reply = m.DecisionReply(
+        id=f.id(),
+        decision=f.choice("decision", m.Decision),
+        reason=f.text("reason"),
+        by=f.choice("by", m.DecidedBy),
+        remember=f.optional_text("remember"),
+        grant=None if f.get("grant", required=False) is None else f.grant(),
+    )
+    if reply.grant is not None and reply.decision is m.Decision.DENY:
+        f.fail("grant", "null when the decision is 'deny'", None, secret=True)
+    return reply
+
+
+def _error(f: _Fields) -> m.ErrorReply:
+    code = f.text("code", "an error code ([a-z][a-z0-9_]*)", pattern=_CODE_RE)
+    known = code in {member.value for member in ErrorCode}
+    message = f.text("message")
+    return m.ErrorReply(id=f.request_id, code=ErrorCode(code) if known else code, message=message)
+
+
+_REQUEST_PARSERS: dict[str, Callable[[_Fields], m.Request]] = {
+    "ping": lambda f: m.PingRequest(id=f.id()),
+    "elevate": _elevate,
+    "askpass": lambda f: m.AskpassRequest(
+        id=f.id(), grant=f.grant(), prompt=f.text("prompt"), attempt=f.integer("attempt", 1)
+    ),
+    "sudo_result": lambda f: m.SudoResultRequest(
+        id=f.id(),
+        grant=f.grant(),
+        exit_code=f.integer("exit_code", -m.MAX_SAFE_INT),
+        auth_failed=f.boolean("auth_failed"),
+    ),
+    "status": lambda f: m.StatusRequest(id=f.id()),
+    "open_browser": lambda f: m.OpenBrowserRequest(id=f.id()),
+}
+
+_REPLY_PARSERS: dict[str, Callable[[_Fields], m.Reply]] = {
+    "pong": lambda f: m.PongReply(id=f.id()),
+    "decision": _decision,
+    "password": lambda f: m.PasswordReply(
+        id=f.id(),
+        password=f.text(
+            "password", "a string without NUL, CR or LF", forbid="\x00\r\n", secret=True
+        ),
+    ),
+    "ack": lambda f: m.AckReply(id=f.id()),
+    "status": lambda f: m.StatusReply(
+        id=f.id(),
+        pending=f.integer("pending", 0),
+        paused=f.boolean("paused"),
+        version=f.text("version"),
+    ),
+    "progress": lambda f: m.ProgressNotice(id=f.id(), state=f.choice("state", m.ProgressState)),
+    "error": _error,
+}
+
+
+def _envelope(obj: Any) -> _Fields:
+    """Check ``v``, ``id``, ``op`` and the JSON tree; ``v`` first, echoing a readable id."""
+    if not isinstance(obj, dict):
+        got = "an array" if isinstance(obj, list) else m.describe_value(obj)
+        raise MessageError(ErrorCode.BAD_JSON, f"a frame must hold a JSON object, got {got}")
+    raw_id = obj.get("id", _MISSING)
+    fields = _Fields(obj, raw_id if m.is_request_id(raw_id) else None)
+    version = obj.get("v", _MISSING)
+    if type(version) is not int or version != m.PROTOCOL_VERSION:
+        got = "no 'v' field" if version is _MISSING else f"'v' = {m.describe_value(version)}"
+        message = f"unsupported protocol version ({got}); this peer speaks v{m.PROTOCOL_VERSION}"
+        raise MessageError(ErrorCode.BAD_VERSION, message, fields.request_id)
+    if fields.get("id") is not None and fields.request_id is None:
+        fields.fail(
+            "id", f"a string of at most {m.MAX_ID_LENGTH} characters or a safe integer", raw_id
+        )
+    m.check_json_tree(obj, fields.request_id)
+    fields.op = fields.text("op")
+    return fields
+
+
+def parse_request(obj: Any) -> m.Request:
+    """Validate one decoded JSON value as a client -> broker message."""
+    fields = _envelope(obj)
+    parser = _REQUEST_PARSERS.get(fields.op)
+    if parser is None:
+        hint = " (sent by the broker, not to it)" if fields.op in _REPLY_PARSERS else ""
+        message = f"unknown op {m.describe_value(fields.op)}{hint}"
+        raise MessageError(ErrorCode.UNKNOWN_OP, message, fields.request_id)
+    return parser(fields)
+
+
+def parse_reply(obj: Any) -> m.Reply:
+    """Validate one decoded JSON value as a broker -> client message.
+
+    An unknown ``op`` is no error here but an :class:`UnknownReply` that clients
+    skip, so newer brokers can add notices.
+    """
+    fields = _envelope(obj)
+    parser = _REPLY_PARSERS.get(fields.op)
+    return m.UnknownReply(id=fields.request_id, op=fields.op) if parser is None else parser(fields)
+
+
+def parse_message(obj: Any, direction: m.Direction = m.Direction.TO_BROKER) -> m.Message:
+    """Validate one decoded JSON value as a message travelling in ``direction``."""
+    return parse_request(obj) if direction is m.Direction.TO_BROKER else parse_reply(obj)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> JsonObject:
+    # Parsers disagree on which duplicate wins, so two components could see two
+    # different requests in one frame; refusing duplicates removes the ambiguity.
+    obj: JsonObject = {}
+    for key, value in pairs:
+        if key in obj:
+            raise ValueError(f"duplicate key {m.describe_value(key)}")
+        obj[key] = value
+    return obj
+
+
+def _finite_float(text: str) -> float:  # also gets NaN, Infinity, -Infinity
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {m.describe_value(text)} is out of range")
+    return value
+
+
+def load_frame(line: bytes) -> Any:
+    """Decode one frame (without its newline) into a JSON value.
+
+    Raises :class:`MessageError` ``bad_json`` for invalid UTF-8 or JSON,
+    NaN/Infinity, duplicate keys and absurd nesting.
+    """
+    try:
+        return json.loads(
+            line.decode("utf-8"),
+            object_pairs_hook=_no_duplicate_keys,
+            parse_constant=_finite_float,
+            parse_float=_finite_float,
+        )
+    except UnicodeDecodeError as error:
+        raise _bad_json(f"frame is not valid UTF-8 (byte {error.start})") from error
+    except json.JSONDecodeError as error:
+        raise _bad_json(f"invalid JSON at column {error.colno}: {error.msg}") from error
+    except RecursionError as error:
+        raise _bad_json("JSON nests too deeply") from error
+    except ValueError as error:  # the hooks above; integers beyond Python's digit limit
+        raise _bad_json(f"invalid JSON: {error}") from error
+
+
+def _bad_json(problem: str) -> MessageError:
+    return MessageError(ErrorCode.BAD_JSON, problem)
+
+
+def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
+    """One frame (compact JSON + ``\\n``) for ``message``, validated like a received one.
+
+    Raises :class:`MessageError`: ``bad_request`` naming the invalid field, or
+    ``frame_too_large`` when the frame would exceed ``max_frame`` bytes.
+    """
+    obj = message.to_json()
+    parse_message(obj, message.direction)
+    request_id = message.id if m.is_request_id(message.id) else None
+    try:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as error:  # an integer in args beyond Python's digit limit
+        raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
+    data = text.encode("utf-8") + b"\n"
+    if len(data) > max_frame:
+        message_text = f"{message.op} message is {len(data)} bytes, the limit is {max_frame}"
+        raise MessageError(ErrorCode.FRAME_TOO_LARGE, message_text, request_id)
+    return data
+
+
+class FrameDecoder(Generic[M]):
+    """Split a byte stream into frames and parse each with ``parse``.
+
+    One decoder per connection, fed from one task; not thread-safe.
+    """
+
+    def __init__(self, parse: Callable[[Any], M], *, max_frame: int = m.MAX_FRAME) -> None:
+        if max_frame < 2:
+            raise ValueError("max_frame must leave room for one byte and the newline")
+        self._parse = parse
+        self._max_frame = max_frame
+        self._buffer = bytearray()
+        self._skipping = False  # inside an oversize frame: drop bytes up to its newline
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of the incomplete frame held so far (always below ``max_frame``)."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[M | MessageError]:
+        """Take the next bytes of the stream; return the items of the frames they complete."""
+        items: list[M | MessageError] = []
+        chunk = bytes(data)
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            piece = chunk[start:end]
+            start = end + 1
+            if self._skipping:
+                self._skipping = newline < 0
+            elif len(self._buffer) + len(piece) + 1 > self._max_frame:
+                self._buffer.clear()
+                self._skipping = newline < 0
+                message = f"frame exceeds {self._max_frame} bytes; skipped"
+                items.append(MessageError(ErrorCode.FRAME_TOO_LARGE, message))
+            elif newline < 0:
+                self._buffer += piece
+            else:
+                line = bytes(self._buffer) + piece
+                self._buffer.clear()
+                item = self._decode(line)
+                if item is not None:
+                    items.append(item)
+        return items
+
+    def feed_eof(self) -> list[M | MessageError]:
+        """The stream ended: report an unterminated frame, if any, and reset."""
+        leftover = len(self._buffer.strip())
+        self._buffer.clear()
+        self._skipping = False
+        if not leftover:
+            return []
+        message = f"stream ended inside a frame ({leftover} bytes without a newline)"
+        return [MessageError(ErrorCode.BAD_JSON, message)]
+
+    def _decode(self, line: bytes) -> M | MessageError | None:
+        line = line.removesuffix(b"\r")
+        if not line.strip():
+            return None  # blank lines carry nothing; tolerated for nc/socat users
+        try:
+            return self._parse(load_frame(line))
+        except MessageError as error:
+            return error
+
+
+def request_decoder(*, max_frame: int = m.MAX_FRAME) -> FrameDecoder[m.Request]:
+    """The decoder a broker uses for what clients send."""
+    return FrameDecoder(parse_request, max_frame=max_frame)
+
+
+def reply_decoder(*, max_frame: int = m.MAX_FRAME) -> FrameDecoder[m.Reply]:
+    """The decoder a client uses for what the broker sends."""
+    return FrameDecoder(parse_reply, max_frame=max_frame)
