@@ -1,1 +1,1 @@
-"""Pure-Python core of Ollie Tray: tool registry, dispatcher, sandbox and elevation broker (no Qt)."""
+"""Pure-Python core of Ollie Tray: registry, dispatcher, sandbox, elevation broker (no Qt)."""

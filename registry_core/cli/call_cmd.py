@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from registry_core.cli.gates import make_gate
+from registry_core.cli.gates import askpass_program, make_gate
 from registry_core.dispatch import CallOptions, Dispatcher
 from registry_core.errors import (
     ArgumentsError,
@@ -60,7 +60,8 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
         print("ollie-tools call: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
     loader = RegistryLoader(tools_path(env), env)
-    dispatcher = Dispatcher(registry=loader.load, env=env, gate=make_gate(env))
+    gate = make_gate(env)
+    dispatcher = Dispatcher(registry=loader.load, env=env, gate=gate, askpass=askpass_program())
     options = CallOptions(
         cwd=os.getcwd(), timeout=args.timeout, elevated=args.elevated, profile=args.profile
     )
@@ -75,6 +76,10 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     except (ToolNotFoundError, ToolUnavailableError, SandboxError) as exc:
         print(f"ollie-tools call: {exc}", file=sys.stderr)
         return 1
+    finally:
+        close = getattr(gate, "close", None)
+        if close is not None:
+            close()
     if args.json:
         json.dump(result.to_json(), out, indent=2)
         out.write("\n")

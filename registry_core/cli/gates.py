@@ -1,15 +1,24 @@
-"""Choose the elevation gate for a command-line call.
-
-Until a broker answers on the socket, there is nobody to ask: every request
-is denied with a reason that says so (fail closed).
-"""
+"""The elevation gate and askpass program a command-line call uses."""
 
 from __future__ import annotations
 
+import shutil
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
-from registry_core.dispatch import ElevationGate, RefusingGate
+from registry_core.dispatch import ElevationGate
+from registry_core.elevation.gates import LazyGate
 
 
 def make_gate(env: Mapping[str, str]) -> ElevationGate:
-    return RefusingGate("no elevation broker is running and no front-end can ask")
+    """Nothing is contacted until a call needs elevation."""
+    return LazyGate(env)
+
+
+def askpass_program() -> str | None:
+    """``ollie-askpass`` next to this interpreter (a venv's bin), else on PATH."""
+    sibling = Path(sys.executable).parent / "ollie-askpass"
+    if sibling.is_file():
+        return str(sibling)
+    return shutil.which("ollie-askpass")

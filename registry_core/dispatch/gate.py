@@ -10,17 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any, Protocol
 
+from registry_core.elevation.messages import Kind
 from registry_core.errors import ElevationDeniedError
-
-
-class Kind(StrEnum):
-    """What is asked: leave the sandbox as the same user, or run as root via sudo."""
-
-    SANDBOX = "sandbox"
-    SUDO = "sudo"
 
 
 @dataclass(frozen=True)
@@ -72,3 +65,14 @@ def sudo_argv(executable: str, sudo: str = "sudo") -> list[str]:
 
 def describe_argv(argv: Sequence[str]) -> str:
     return " ".join(argv)
+
+
+__all__ = [
+    "Authorization",
+    "ElevationGate",
+    "ElevationRequest",
+    "Kind",
+    "RefusingGate",
+    "describe_argv",
+    "sudo_argv",
+]

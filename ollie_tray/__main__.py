@@ -1,0 +1,7 @@
+"""``python -m ollie_tray``."""
+
+import sys
+
+from ollie_tray.main import main
+
+sys.exit(main())

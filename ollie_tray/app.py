@@ -1,0 +1,279 @@
+"""Wiring of the tray application: every object is built and connected here, once.
+
+Threading: everything runs on the Qt main thread; asyncio runs on the Qt
+loop (qasync), so the broker server, D-Bus notifications and dialogs share
+one thread and never block each other.  Keyring calls and tool runs happen
+in worker threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
+
+from ollie_tray import autostart
+from ollie_tray.icons import icon
+from ollie_tray.notify import Notifier
+from ollie_tray.prompter import PrompterSettings, QtPrompter
+from ollie_tray.secrets import PasswordVault
+from ollie_tray.signals import SignalBridge
+from ollie_tray.tray import TrayActions, TrayIcon
+from registry_core import paths
+from registry_core.cli.gates import askpass_program
+from registry_core.dispatch import Dispatcher
+from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.core import Broker, BrokerConfig, Pending
+from registry_core.elevation.gates import BrokerGate
+from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.server import BrokerAlreadyRunningError, BrokerServer
+from registry_core.errors import ElevationError
+from registry_core.registry import RegistryLoader
+from registry_core.registry.watch import DirectoryWatcher
+
+log = logging.getLogger(__name__)
+FULL_RESCAN_MS = 30_000
+
+
+@dataclass
+class AppOptions:
+    countdown_s: int = 60
+    arm_delay_ms: int = 700
+    open_browser: bool = False
+
+
+class _Events(QObject):
+    quit_requested = Signal()
+
+
+class TrayApp:
+    """The running tray: registry, broker socket, dialogs, notifications, windows."""
+
+    def __init__(self, qapp: QApplication, env: dict[str, str], options: AppOptions) -> None:
+        self.qapp = qapp
+        self.env = env
+        self.options = options
+        self.host = socket.gethostname()
+        self.socket_path = paths.elevate_socket(env)
+        self.loader = RegistryLoader(paths.tools_path(env), env)
+        self.loader.load()
+        self.problems: list[str] = []
+        self.policies = PolicyStore(paths.policies_file(env), on_problem=self._problem)
+        self.audit = AuditLog(paths.audit_file(env))
+        self.vault = PasswordVault()
+        self.prompter = QtPrompter(
+            vault=self.vault,
+            settings=PrompterSettings(options.countdown_s, options.arm_delay_ms),
+            on_dialog=self._dialog_changed,
+        )
+        self.broker = Broker(
+            registry=lambda: self.loader.current,
+            prompter=self.prompter,
+            policies=self.policies,
+            audit=self.audit,
+            config=BrokerConfig(host=self.host, prompt_timeout=float(options.countdown_s)),
+        )
+        self.server = BrokerServer(self.broker, self.socket_path, on_open_browser=self.show_browser)
+        self.events = _Events()
+        self._quit = asyncio.Event()
+        self._known_pending: set[str] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
+        self._windows: dict[str, QWidget] = {}
+        self.tray: TrayIcon | None = None
+        if QSystemTrayIcon.isSystemTrayAvailable():
+            self.tray = TrayIcon(self._actions())
+            self.tray.show()
+        else:
+            log.warning("no system tray: dialogs and notifications still work")
+            print(
+                "ollie-tray: no system tray available; running without an icon "
+                "(dialogs and notifications still appear)",
+                file=sys.stderr,
+            )
+        self.notifier = Notifier(
+            on_review=self.open_request,
+            on_deny=self.prompter.deny,
+            fallback=self._tray_message,
+            icon=str(paths.resources_dir() / "icons" / "ollie-tray.svg"),
+        )
+        self.broker.subscribe(self._broker_changed)
+        self._watcher: DirectoryWatcher | None = None
+        self._rescan = QTimer()
+        self._rescan.setInterval(FULL_RESCAN_MS)
+        self._rescan.timeout.connect(self._full_rescan)
+        self._signals = SignalBridge(self._on_signal, (signal.SIGTERM, signal.SIGINT))
+
+    # --- wiring helpers ---------------------------------------------------------
+
+    def _actions(self) -> TrayActions:
+        return TrayActions(
+            open_request=self.open_request,
+            tool_browser=self.show_browser,
+            policies=self.show_policies,
+            audit_log=self.show_audit,
+            set_paused=self.broker.set_paused,
+            set_autostart=self.set_autostart,
+            autostart_enabled=lambda: autostart.is_enabled(self.env),
+            quit=self.quit,
+        )
+
+    def _problem(self, text: str) -> None:
+        self.problems.append(text)
+        log.warning("%s", text)
+        self._tray_message("Ollie Tray: policy file problem", text)
+
+    def _tray_message(self, title: str, body: str) -> None:
+        if self.tray is not None:
+            self.tray.showMessage(title, body, icon("ollie-tray"), 10_000)
+        else:
+            print(f"ollie-tray: {title}: {body}", file=sys.stderr)
+
+    def _dialog_changed(self, dialog: QDialog | None) -> None:
+        if dialog is not None:
+            dialog.setWindowIcon(icon("ollie-tray"))
+
+    def _broker_changed(self) -> None:
+        pending: list[Pending] = list(self.broker.pending.values())
+        ids = {p.request.id for p in pending}
+        for item in pending:
+            if item.request.id not in self._known_pending:
+                self._spawn(self.notifier.request_raised(item.request))
+        for gone in self._known_pending - ids:
+            self._spawn(self.notifier.request_decided(gone))
+        self._known_pending = ids
+        if self.tray is not None:
+            self.tray.set_pending(pending)
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a notification call in the background, keeping a reference until done."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_signal(self, signum: int) -> None:
+        log.info("signal %d: quitting", signum)
+        self.quit()
+
+    # --- actions ----------------------------------------------------------------
+
+    def open_request(self, request_id: str) -> None:
+        self.prompter.raise_dialog()
+
+    def set_autostart(self, enabled: bool) -> None:
+        if enabled:
+            autostart.install(self.env)
+        else:
+            autostart.remove(self.env)
+
+    def _show(self, key: str, factory: object) -> None:
+        window = self._windows.get(key)
+        if window is None:
+            assert callable(factory)
+            window = factory()
+            assert isinstance(window, QWidget)
+            self._windows[key] = window
+        window.show()
+        window.raise_()
+        window.activateWindow()
+
+    def show_browser(self) -> None:
+        from ollie_tray.browser.window import BrowserWindow
+
+        def make() -> QWidget:
+            gate = BrokerGate(self.socket_path)
+            dispatcher = Dispatcher(
+                registry=lambda: self.loader.current,
+                env=self.env,
+                gate=gate,
+                askpass=askpass_program(),
+            )
+            return BrowserWindow(self.loader, dispatcher=dispatcher, policies=self.policies)
+
+        self._show("browser", make)
+
+    def show_policies(self) -> None:
+        from ollie_tray.windows.policies import PoliciesWindow
+
+        self._show("policies", lambda: PoliciesWindow(self.policies))
+
+    def show_audit(self) -> None:
+        from ollie_tray.windows.audit import AuditWindow
+
+        self._show("audit", lambda: AuditWindow(self.audit))
+
+    def quit(self) -> None:
+        self._quit.set()
+
+    # --- registry liveness ----------------------------------------------------
+
+    def _start_watching(self) -> None:
+        try:
+            self._watcher = DirectoryWatcher(self.loader.dirs)
+        except OSError as exc:
+            log.warning("no inotify (%s): relying on the periodic rescan", exc)
+            return
+        loop = asyncio.get_running_loop()
+        loop.add_reader(self._watcher.fileno(), self._fs_changed)
+        self._rescan.start()
+
+    def _fs_changed(self) -> None:
+        if self._watcher is None:
+            return
+        changed = self._watcher.changes()
+        if changed:
+            self.loader.refresh(changed)
+
+    def _full_rescan(self) -> None:
+        self.loader.load()
+
+    # --- run --------------------------------------------------------------------
+
+    async def run(self) -> int:
+        try:
+            await self.server.start()
+        except BrokerAlreadyRunningError as exc:
+            print(f"ollie-tray: {exc}", file=sys.stderr)
+            return 1
+        except ElevationError as exc:
+            message = f"cannot listen on {self.socket_path}: {exc}"
+            print(f"ollie-tray: {message}", file=sys.stderr)
+            if self.tray is not None:
+                self.tray.set_error(message)
+            self._tray_message("Ollie Tray cannot serve requests", message)
+        else:
+            print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
+        self._start_watching()
+        await self.notifier.start()
+        if self.options.open_browser:
+            self.show_browser()
+        await self._quit.wait()
+        await self.shutdown()
+        return 0
+
+    async def shutdown(self) -> None:
+        """Deny everything pending, remove the socket, close windows and the bus."""
+        await self.server.close()
+        self._rescan.stop()
+        if self._watcher is not None:
+            asyncio.get_running_loop().remove_reader(self._watcher.fileno())
+            self._watcher.close()
+        await self.notifier.close()
+        for window in self._windows.values():
+            window.close()
+        if self.tray is not None:
+            self.tray.hide()
+        self._signals.close()
+
+
+def socket_owner_hint(path: Path) -> str:
+    return f"{path} (uid {os.getuid()})"

@@ -1,0 +1,66 @@
+"""Start at login: the XDG autostart entry in ``~/.config/autostart``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+
+from registry_core.paths import config_home
+
+ENTRY_NAME = "ollie-tray.desktop"
+
+
+_FALLBACK = """[Desktop Entry]
+Type=Application
+Name=Ollie Tray
+Comment=Approve or deny what your AI agents ask to do
+Exec=ollie-tray
+Icon=ollie-tray
+Terminal=false
+NoDisplay=true
+X-GNOME-Autostart-enabled=true
+"""
+
+
+def _template_text() -> str:
+    shipped = Path(__file__).resolve().parent.parent / "desktop" / "ollie-tray-autostart.desktop"
+    try:
+        return shipped.read_text(encoding="utf-8")
+    except OSError:
+        return _FALLBACK
+
+
+def autostart_path(env: Mapping[str, str]) -> Path:
+    return config_home(env) / "autostart" / ENTRY_NAME
+
+
+def is_enabled(env: Mapping[str, str]) -> bool:
+    return autostart_path(env).is_file()
+
+
+def install(env: Mapping[str, str], executable: str | None = None) -> Path:
+    """Write the autostart entry; ``Exec`` points at this installation's ``ollie-tray``."""
+    target = autostart_path(env)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = _template_text()
+    program = executable or shutil.which("ollie-tray") or "ollie-tray"
+    if any(c in program for c in ' "\\`$'):
+        escaped = program.replace("\\", "\\\\").replace('"', '\\"')
+        program = f'"{escaped}"'
+
+    lines = [f"Exec={program}" if line.startswith("Exec=") else line for line in text.splitlines()]
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def remove(env: Mapping[str, str]) -> bool:
+    target = autostart_path(env)
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return False
+    return True

@@ -1,0 +1,139 @@
+"""``ollie-tray``: command line of the tray application.
+
+Builds nothing at import time; :func:`main` parses arguments, handles the
+one-shot options (autostart, asking a running instance to open its
+browser), then starts Qt with asyncio on its loop (qasync) and runs
+:class:`~ollie_tray.app.TrayApp`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from registry_core import paths
+from registry_core.elevation import messages as m
+from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.errors import BrokerUnavailableError
+from registry_core.secure import harden_process
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ollie-tray",
+        description="System-tray approver for Ollie tools: broker, dialogs, Tool Browser.",
+    )
+    p.add_argument(
+        "--demo", action="store_true", help="use the bundled demo tools, isolated config"
+    )
+    p.add_argument(
+        "--browser",
+        action="store_true",
+        help="open the Tool Browser (in the running instance if there is one)",
+    )
+    p.add_argument("--install-autostart", action="store_true", help="start Ollie Tray at login")
+    p.add_argument("--remove-autostart", action="store_true", help="do not start at login")
+    p.add_argument(
+        "--countdown",
+        type=int,
+        default=60,
+        metavar="SEC",
+        help="seconds before an unanswered request is denied (default 60)",
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    return p
+
+
+def demo_env(env: dict[str, str]) -> dict[str, str]:
+    """The bundled example tools, with config and state in a separate directory."""
+    examples = paths.resources_dir() / "examples"
+    cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME", str(Path.home()))) / ".cache")
+    base = Path(env.get("OLLIE_DEMO_HOME") or cache / "ollie-tray" / "demo")
+    (base / "config").mkdir(parents=True, exist_ok=True, mode=0o700)
+    (base / "state").mkdir(parents=True, exist_ok=True, mode=0o700)
+    out = dict(env)
+    out["OLLIE_TOOLS_PATH"] = ":".join(
+        str(examples / d) for d in ("tools", "broken", "shadowed") if (examples / d).is_dir()
+    )
+    out["XDG_CONFIG_HOME"] = str(base / "config")
+    out["XDG_STATE_HOME"] = str(base / "state")
+    return out
+
+
+def _open_browser_in_running(socket_path: Path) -> int:
+    try:
+        with BrokerClient(socket_path, timeout=5) as client:
+            reply = client.open_browser()
+    except BrokerUnavailableError as exc:
+        print(f"ollie-tray: {exc}", file=sys.stderr)
+        return 1
+    if isinstance(reply, m.AckReply):
+        return 0
+    message = reply.message if isinstance(reply, m.ErrorReply) else reply.op
+    print(f"ollie-tray: the running broker cannot open a browser: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    env = dict(os.environ)
+    if args.install_autostart or args.remove_autostart:
+        from ollie_tray import autostart
+
+        if args.install_autostart:
+            print(f"ollie-tray: autostart entry written to {autostart.install(env)}")
+        elif autostart.remove(env):
+            print("ollie-tray: autostart entry removed")
+        else:
+            print("ollie-tray: autostart was not enabled")
+        return 0
+    if args.demo:
+        env = demo_env(env)
+        os.environ.update(env)
+    socket_path = paths.elevate_socket(env)
+    if broker_alive(socket_path):
+        if args.browser:
+            return _open_browser_in_running(socket_path)
+        print(f"ollie-tray: already running (a broker answers on {socket_path})", file=sys.stderr)
+        return 1
+    harden_process()
+    return _run_gui(env, args)
+
+
+def _run_gui(env: dict[str, str], args: argparse.Namespace) -> int:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from ollie_tray.app import AppOptions, TrayApp
+    from ollie_tray.icons import icon
+
+    qapp = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(qapp, QApplication)
+    qapp.setApplicationName("Ollie Tray")
+    qapp.setDesktopFileName("ollie-tray")
+    qapp.setQuitOnLastWindowClosed(False)
+    qapp.setWindowIcon(icon("ollie-tray"))
+    options = AppOptions(countdown_s=args.countdown, open_browser=args.browser)
+
+    async def run() -> int:
+        app = TrayApp(qapp, env, options)
+        return await app.run()
+
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    try:
+        with loop:
+            code: int = loop.run_until_complete(run())
+    finally:
+        asyncio.set_event_loop(None)
+    return code
+
+
+def main_entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The tray's front-end: Qt dialogs as a :class:`~registry_core.elevation.prompter.Prompter`.
+
+The broker core asks one question at a time; this class turns each into a
+dialog and an ``asyncio`` future that the dialog's signal resolves, so no
+thread ever blocks on the GUI and no nested event loop runs.  When the
+broker cancels a question (requester gone, timeout, shutdown) the dialog is
+withdrawn.  Requests denied from a notification or the menu before their
+dialog appears are answered "deny" as soon as their turn comes.
+
+Keyring: with the user's consent the sudo password is kept in the Secret
+Service and used for the first attempt of a later, already approved request;
+a stored password that sudo rejects is deleted and the person asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from PySide6.QtWidgets import QDialog
+
+from ollie_tray.dialogs.approval import ApprovalDialog
+from ollie_tray.dialogs.password import PasswordDialog
+from ollie_tray.secrets import PasswordVault
+from registry_core.elevation.prompter import (
+    Approval,
+    ApprovalRequest,
+    PasswordAnswer,
+    PasswordRequest,
+    Remember,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _PasswordSource:
+    """Where the password of a grant's last attempt came from."""
+
+    from_keyring: bool = False
+    store_requested: bool = False
+
+
+@dataclass
+class PrompterSettings:
+    countdown_s: int = 60
+    arm_delay_ms: int = 700
+
+
+@dataclass
+class QtPrompter:
+    vault: PasswordVault | None = None
+    settings: PrompterSettings = field(default_factory=PrompterSettings)
+    on_dialog: Callable[[QDialog | None], None] | None = None
+    _denied_early: set[str] = field(default_factory=set)
+    _current: QDialog | None = None
+    _current_id: str | None = None
+    _sources: dict[str, _PasswordSource] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return "tray"
+
+    def available(self) -> bool:
+        return True
+
+    @property
+    def current_dialog(self) -> QDialog | None:
+        return self._current
+
+    def _set_current(self, dialog: QDialog | None, request_id: str | None) -> None:
+        self._current = dialog
+        self._current_id = request_id
+        if self.on_dialog is not None:
+            self.on_dialog(dialog)
+
+    def raise_dialog(self) -> None:
+        if self._current is not None:
+            self._current.show()
+            self._current.raise_()
+            self._current.activateWindow()
+
+    def deny(self, request_id: str) -> None:
+        """Deny from outside the dialog (a notification's Deny, the menu)."""
+        if self._current_id == request_id and isinstance(self._current, ApprovalDialog):
+            self._current.deny_button.click()
+        else:
+            self._denied_early.add(request_id)
+
+    async def _wait(self, dialog: QDialog, request_id: str, signal_name: str) -> object:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+
+        def resolve(value: object) -> None:
+            if not future.done():
+                future.set_result(value)
+
+        getattr(dialog, signal_name).connect(resolve)
+        self._set_current(dialog, request_id)
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            withdraw = getattr(dialog, "withdraw", None)
+            if withdraw is not None:
+                withdraw("withdrawn")
+            raise
+        finally:
+            self._set_current(None, None)
+            dialog.deleteLater()
+
+    async def ask_approval(self, request: ApprovalRequest) -> Approval:
+        if request.id in self._denied_early:
+            self._denied_early.discard(request.id)
+            return Approval(False, Remember.ONCE, "denied from the notification")
+        dialog = ApprovalDialog(
+            request,
+            countdown_s=int(min(self.settings.countdown_s, request.timeout)),
+            arm_delay_ms=self.settings.arm_delay_ms,
+        )
+        result = await self._wait(dialog, request.id, "decided")
+        assert isinstance(result, Approval)
+        return result
+
+    async def ask_password(self, request: PasswordRequest) -> PasswordAnswer:
+        grant_key = request.approval.id
+        source = self._sources.setdefault(grant_key, _PasswordSource())
+        vault = self.vault
+        local = not request.approval.remote
+        if request.retry and vault is not None and (source.from_keyring or source.store_requested):
+            # sudo rejected what we stored (or what the user asked us to store).
+            await vault.delete_async(request.user, request.approval.host)
+        elif not request.retry and vault is not None and local and vault.available():
+            stored = await vault.get_async(request.user, request.approval.host)
+            if stored is not None:
+                source.from_keyring = True
+                return PasswordAnswer(stored)
+        source.from_keyring = False
+        dialog = PasswordDialog(request, keyring_available=bool(vault and vault.available()))
+        result = await self._wait(dialog, request.id, "submitted")
+        assert isinstance(result, PasswordAnswer)
+        source.store_requested = result.store_in_keyring and result.password is not None
+        if source.store_requested and vault is not None and result.password is not None:
+            await vault.store_async(request.user, request.approval.host, result.password)
+        return result
+
+    def request_decided(self, request_id: str, approved: bool, by: str) -> None:
+        self._denied_early.discard(request_id)
+        if self._current_id == request_id and self._current is not None:
+            withdraw = getattr(self._current, "withdraw", None)
+            if withdraw is not None:
+                with contextlib.suppress(RuntimeError):
+                    withdraw(by)
+
+    def forget_grant(self, approval_id: str) -> None:
+        self._sources.pop(approval_id, None)

@@ -1,0 +1,124 @@
+"""The system-tray icon and its menu: state in the icon and tooltip, actions in the menu.
+
+Without a system tray (some GNOME setups) the app still works: dialogs and
+notifications appear normally and :class:`TrayIcon` says so once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QMenu, QSystemTrayIcon, QWidget
+
+from ollie_tray.icons import TrayState, state_icon
+from registry_core.elevation.core import Pending
+
+
+@dataclass
+class TrayActions:
+    """What the menu's entries do (wired in app.py)."""
+
+    open_request: Callable[[str], None]
+    tool_browser: Callable[[], None]
+    policies: Callable[[], None]
+    audit_log: Callable[[], None]
+    set_paused: Callable[[bool], None]
+    set_autostart: Callable[[bool], None]
+    autostart_enabled: Callable[[], bool]
+    quit: Callable[[], None]
+
+
+def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
+    words = {
+        TrayState.IDLE: "Ollie Tray: no pending requests",
+        TrayState.PENDING: f"Ollie Tray: {pending} request{'s' if pending != 1 else ''} waiting",
+        TrayState.PAUSED: "Ollie Tray: paused, every request is denied",
+        TrayState.ERROR: "Ollie Tray: error",
+    }
+    text = words[state]
+    return f"{text}\n{detail}" if detail else text
+
+
+class TrayIcon(QSystemTrayIcon):
+    def __init__(self, actions: TrayActions, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.actions = actions
+        self.state = TrayState.IDLE
+        self.detail = ""
+        self.paused = False
+        self.menu = QMenu()
+        self.menu.setAccessibleName("Ollie Tray menu")
+        self.setContextMenu(self.menu)
+        self.activated.connect(self._activated)
+        self._pending: list[Pending] = []
+        self.rebuild_menu()
+        self.update_state()
+
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
+        if reason is QSystemTrayIcon.ActivationReason.Trigger and self._pending:
+            self.actions.open_request(self._pending[0].request.id)
+
+    def set_pending(self, pending: Sequence[Pending]) -> None:
+        self._pending = list(pending)
+        self.update_state()
+        self.rebuild_menu()
+
+    def set_error(self, detail: str) -> None:
+        self.state = TrayState.ERROR
+        self.detail = detail
+        self.setIcon(state_icon(TrayState.ERROR))
+        self.setToolTip(tooltip_text(TrayState.ERROR, 0, detail))
+
+    def update_state(self) -> None:
+        if self.state is TrayState.ERROR:
+            return
+        if self.paused:
+            self.state = TrayState.PAUSED
+        elif self._pending:
+            self.state = TrayState.PENDING
+        else:
+            self.state = TrayState.IDLE
+        self.setIcon(state_icon(self.state, len(self._pending)))
+        self.setToolTip(tooltip_text(self.state, len(self._pending), self.detail))
+
+    def rebuild_menu(self) -> None:
+        menu = self.menu
+        menu.clear()
+        header = menu.addAction(
+            f"{len(self._pending)} pending request{'s' if len(self._pending) != 1 else ''}"
+            if self._pending
+            else "No pending requests"
+        )
+        header.setEnabled(False)
+        for item in self._pending:
+            req = item.request
+            label = f"{req.tool} — {req.what}" + ("" if item.showing else " (queued)")
+            action = menu.addAction(label)
+            action.triggered.connect(lambda _=False, rid=req.id: self.actions.open_request(rid))
+        menu.addSeparator()
+        menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)
+        menu.addAction("&Policies…").triggered.connect(self.actions.policies)
+        menu.addAction("&Audit log…").triggered.connect(self.actions.audit_log)
+        menu.addSeparator()
+        pause = QAction("&Pause (deny everything)", menu)
+        pause.setCheckable(True)
+        pause.setChecked(self.paused)
+        pause.toggled.connect(self._toggle_pause)
+        menu.addAction(pause)
+        autostart = QAction("&Start at login", menu)
+        autostart.setCheckable(True)
+        autostart.setChecked(self.actions.autostart_enabled())
+        autostart.toggled.connect(self.actions.set_autostart)
+        menu.addAction(autostart)
+        menu.addSeparator()
+        menu.addAction("&Quit").triggered.connect(self.actions.quit)
+
+    def _toggle_pause(self, paused: bool) -> None:
+        self.paused = paused
+        self.actions.set_paused(paused)
+        self.update_state()
+
+    def action_texts(self) -> list[str]:
+        return [a.text() for a in self.menu.actions() if not a.isSeparator()]

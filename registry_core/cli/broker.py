@@ -1,0 +1,73 @@
+"""``ollie-broker``: the headless elevation broker (terminal, kdialog, zenity or no front-end).
+
+Quit with SIGTERM or SIGINT: pending requests are denied, the socket file
+is removed, and the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from registry_core import paths
+from registry_core.elevation.assembly import build_broker
+from registry_core.elevation.core import BrokerConfig
+from registry_core.elevation.prompters.select import FRONT_ENDS
+from registry_core.elevation.server import BrokerServer
+from registry_core.errors import ElevationError
+from registry_core.secure import harden_process
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ollie-broker", description="Headless Ollie elevation broker."
+    )
+    parser.add_argument(
+        "--front-end",
+        default="auto",
+        choices=FRONT_ENDS,
+        help="who asks the person (none: remembered policies only, deny the rest)",
+    )
+    parser.add_argument("--socket", type=Path, help="socket path (default $OLLIE_ELEVATE_SOCKET)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds before an unanswered prompt is denied"
+    )
+    return parser
+
+
+async def serve(server: BrokerServer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.start()
+    print(
+        f"ollie-broker: listening on {server.path} (front-end: {server.broker.prompter.name})",
+        file=sys.stderr,
+        flush=True,
+    )
+    await stop.wait()
+    await server.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    harden_process()
+    env = dict(os.environ)
+    path = args.socket or paths.elevate_socket(env)
+    try:
+        broker = build_broker(env, args.front_end, config=BrokerConfig(prompt_timeout=args.timeout))
+        asyncio.run(serve(BrokerServer(broker, path)))
+    except (ElevationError, ValueError) as exc:
+        print(f"ollie-broker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main_entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Wiring for headless brokers: one place that builds a :class:`Broker` from an environment."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from registry_core import paths
+from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.core import Broker, BrokerConfig
+from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.prompter import Prompter
+from registry_core.registry import RegistryLoader
+
+
+def build_broker(
+    env: Mapping[str, str],
+    prompter_name: str | None = None,
+    *,
+    prompter: Prompter | None = None,
+    config: BrokerConfig | None = None,
+) -> Broker:
+    """A broker with its own registry, the user's policies and audit log.
+
+    ``prompter_name`` picks a front-end (``auto``, ``terminal``, ``kdialog``,
+    ``zenity``, ``none``); ``None`` takes the first of the spec's fallback
+    chain, or ``none`` when nothing can ask.
+    """
+    from registry_core.elevation.prompters.select import choose_prompter, fallback_chain
+
+    if prompter is None:
+        if prompter_name is None:
+            chain = fallback_chain(env)
+            prompter = chain[0] if chain else choose_prompter("none", env)
+        else:
+            prompter = choose_prompter(prompter_name, env)
+    loader = RegistryLoader(paths.tools_path(env), env)
+    return Broker(
+        registry=loader.load,
+        prompter=prompter,
+        policies=PolicyStore(paths.policies_file(env)),
+        audit=AuditLog(paths.audit_file(env)),
+        config=config,
+    )

@@ -1,0 +1,329 @@
+"""The broker core: decides ``elevate`` requests and serves the credential gate.
+
+Transport-free: the server calls these coroutines with parsed messages and
+the kernel-verified requester, and writes back what they return.
+
+Ordering: questions to the person are asked one at a time, in arrival
+order (an ``asyncio.Lock`` is FIFO).  A remembered policy is checked on
+arrival and again when a request reaches the head of the queue, so two
+queued requests for the same tool need one answer.  Cancelling a request's
+task (the requester disconnected, the broker shuts down) withdraws its
+question; every way out that is not a person's "yes" is a denial.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
+from registry_core.elevation.grants import GrantBook, GrantRefused
+from registry_core.elevation.identity import Requester, parent_chain
+from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.prompter import (
+    Approval,
+    ApprovalRequest,
+    PasswordRequest,
+    Prompter,
+    Remember,
+)
+from registry_core.elevation.recording import record_decision
+from registry_core.errors import ToolNotFoundError, ToolUnavailableError
+from registry_core.registry import Registry
+
+DEFAULT_PROMPT_TIMEOUT = 60.0
+VERSION = "0.1.0"
+
+
+@dataclass
+class Pending:
+    """A request waiting for a person (what the tray lists)."""
+
+    request: ApprovalRequest
+    since: float
+    showing: bool = False
+
+
+@dataclass
+class BrokerConfig:
+    host: str = field(default_factory=socket.gethostname)
+    prompt_timeout: float = DEFAULT_PROMPT_TIMEOUT
+    sudo_user: str = "root"
+
+
+class Broker:
+    """Decides elevation requests with a :class:`Prompter`, policies and an audit log."""
+
+    def __init__(
+        self,
+        *,
+        registry: Callable[[], Registry],
+        prompter: Prompter,
+        policies: PolicyStore,
+        audit: AuditLog,
+        config: BrokerConfig | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.prompter = prompter
+        self.policies = policies
+        self.audit = audit
+        self.config = config or BrokerConfig()
+        self.grants = GrantBook(clock)
+        self.paused = False
+        self.closing = False
+        self.pending: dict[str, Pending] = {}
+        self._clock = clock
+        self._queue = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._listeners: list[Callable[[], None]] = []
+
+    # --- observers (the tray's menu and icon) ---------------------------------
+
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def set_paused(self, paused: bool) -> None:
+        self.paused = paused
+        self._changed()
+
+    # --- elevate -------------------------------------------------------------
+
+    def _facts(self, req: m.ElevateRequest) -> RequestFacts:
+        try:
+            return gather_facts(self.registry(), req)
+        except ToolNotFoundError as exc:
+            raise m.MessageError(m.ErrorCode.UNKNOWN_TOOL, str(exc), req.id) from exc
+        except ToolUnavailableError as exc:
+            raise m.MessageError(m.ErrorCode.TOOL_UNAVAILABLE, str(exc), req.id) from exc
+
+    def _approval_request(
+        self, req: m.ElevateRequest, requester: Requester, facts: RequestFacts
+    ) -> ApprovalRequest:
+        host = req.host or self.config.host
+        timeout = self.config.prompt_timeout
+        if req.timeout is not None:
+            timeout = min(timeout, req.timeout)
+        return ApprovalRequest(
+            id=f"r{next(self._ids)}",
+            tool=req.tool,
+            kind=req.kind,
+            description=facts.description,
+            variant=facts.variant,
+            executable=facts.executable,
+            sha256=facts.sha256,
+            argv=req.argv,
+            args=req.args,
+            cwd=req.cwd,
+            requester=requester,
+            host=host,
+            timeout=timeout,
+            code=req.code,
+            mismatches=facts.mismatches,
+            remote=host != self.config.host,
+        )
+
+    def _policy_decision(self, ar: ApprovalRequest) -> m.DecisionReply | None:
+        policy = self.policies.lookup(ar.tool, ar.kind, ar.host, ar.executable, ar.sha256)
+        if policy is None:
+            return None
+        if policy.decision is m.Decision.ALLOW and (ar.code is not None or ar.mismatches):
+            return None  # remembered allows never cover free-form code or a mismatch
+        reason = f"remembered: {policy.describe()}"
+        return self._reply(ar, policy.decision, reason, m.DecidedBy.POLICY, policy.remember)
+
+    def _reply(
+        self,
+        ar: ApprovalRequest,
+        decision: m.Decision,
+        reason: str,
+        by: m.DecidedBy,
+        remember: Remember | None = None,
+        *,
+        request_id: m.RequestId = 0,
+    ) -> m.DecisionReply:
+        grant = None
+        if decision is m.Decision.ALLOW and ar.kind is m.Kind.SUDO:
+            issued = self.grants.issue(ar, ar.requester.pid, ar.requester.uid)
+            grant = issued.token
+        record_decision(self.audit, ar, decision, by, remember, reason)
+        return m.DecisionReply(
+            id=request_id,
+            decision=decision,
+            reason=reason,
+            by=by,
+            remember=remember.value if remember else None,
+            grant=grant,
+        )
+
+    async def elevate(
+        self,
+        req: m.ElevateRequest,
+        requester: Requester,
+        progress: Callable[[m.ProgressState], None] | None = None,
+    ) -> m.DecisionReply:
+        """Decide one request; raises MessageError for unknown or unusable tools."""
+        ar = self._approval_request(req, requester, self._facts(req))
+        reply = await self._decide(ar, progress)
+        return m.DecisionReply(
+            id=req.id,
+            decision=reply.decision,
+            reason=reply.reason,
+            by=reply.by,
+            remember=reply.remember,
+            grant=reply.grant,
+        )
+
+    async def _decide(
+        self, ar: ApprovalRequest, progress: Callable[[m.ProgressState], None] | None
+    ) -> m.DecisionReply:
+        deny = m.Decision.DENY
+        if self.closing:
+            return self._reply(ar, deny, "the broker is shutting down", m.DecidedBy.SHUTDOWN)
+        if self.paused:
+            return self._reply(ar, deny, "requests are paused", m.DecidedBy.PAUSED)
+        remembered = self._policy_decision(ar)
+        if remembered is not None:
+            return remembered
+        if not self.prompter.available():
+            reason = f"no front-end can ask ({self.prompter.name} is unavailable)"
+            return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
+        self.pending[ar.id] = Pending(ar, self._clock())
+        self._changed()
+        outcome: m.DecisionReply | None = None
+        try:
+            async with self._queue:
+                outcome = self._recheck(ar)
+                if outcome is None:
+                    if progress is not None:
+                        progress(m.ProgressState.WAITING_FOR_USER)
+                    self.pending[ar.id].showing = True
+                    self._changed()
+                    outcome = await self._ask(ar)
+        except asyncio.CancelledError:
+            by = m.DecidedBy.SHUTDOWN if self.closing else m.DecidedBy.CLIENT_GONE
+            reason = "the broker is shutting down" if self.closing else "the requester went away"
+            self._reply(ar, deny, reason, by)
+            self.prompter.request_decided(ar.id, False, by.value)
+            raise
+        finally:
+            self.pending.pop(ar.id, None)
+            self._changed()
+        return outcome
+
+    def _recheck(self, ar: ApprovalRequest) -> m.DecisionReply | None:
+        """At the head of the queue: paused, closing or a policy set meanwhile decide."""
+        if self.paused:
+            return self._reply(ar, m.Decision.DENY, "requests are paused", m.DecidedBy.PAUSED)
+        return self._policy_decision(ar)
+
+    async def _ask(self, ar: ApprovalRequest) -> m.DecisionReply:
+        deny = m.Decision.DENY
+        try:
+            async with asyncio.timeout(ar.timeout):
+                answer: Approval = await self.prompter.ask_approval(ar)
+        except TimeoutError:
+            reason = f"no answer within {ar.timeout:g} s"
+            self.prompter.request_decided(ar.id, False, m.DecidedBy.TIMEOUT.value)
+            return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = f"the front-end failed: {exc}"
+            return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
+        remember = answer.remember
+        one_at_a_time = ar.code is not None or bool(ar.mismatches)
+        if one_at_a_time and remember is not Remember.DENY_ALWAYS:
+            # Free-form code and mismatching requests are approved one at a time.
+            remember = Remember.ONCE
+        if answer.approved and remember is not Remember.DENY_ALWAYS:
+            self.policies.remember(ar.tool, ar.kind, ar.host, remember, ar.executable, ar.sha256)
+            reason = answer.reason or "approved by the user"
+            return self._reply(ar, m.Decision.ALLOW, reason, m.DecidedBy.USER, remember)
+        if remember is Remember.DENY_ALWAYS:
+            self.policies.remember(ar.tool, ar.kind, ar.host, remember, ar.executable, ar.sha256)
+        else:
+            remember = Remember.ONCE
+        reason = answer.reason or "denied by the user"
+        return self._reply(ar, deny, reason, m.DecidedBy.USER, remember)
+
+    # --- credential gate ---------------------------------------------------------
+
+    async def askpass(
+        self, req: m.AskpassRequest, requester: Requester
+    ) -> m.PasswordReply | m.DecisionReply:
+        """The password for a live grant, asked of the person; refusals are typed errors."""
+        ancestry = (requester.pid, *(p.pid for p in parent_chain(requester.pid)))
+        try:
+            grant = self.grants.check(req.grant, requester.uid, ancestry)
+        except GrantRefused as exc:
+            raise m.MessageError(m.ErrorCode.NO_GRANT, exc.reason, req.id) from exc
+        question = PasswordRequest(
+            id=f"{grant.approval.id}.p{grant.attempts}",
+            approval=grant.approval,
+            prompt=req.prompt,
+            user=_user_name(grant.approval.requester.uid),
+            attempt=grant.attempts,
+        )
+        try:
+            async with self._queue:
+                async with asyncio.timeout(grant.approval.timeout):
+                    answer = await self.prompter.ask_password(question)
+        except TimeoutError:
+            self.grants.finish(req.grant)
+            reason = f"no password within {grant.approval.timeout:g} s"
+            return self._refuse_password(req.id, reason, m.DecidedBy.TIMEOUT)
+        except asyncio.CancelledError:
+            self.grants.finish(req.grant)
+            raise
+        except Exception as exc:
+            self.grants.finish(req.grant)
+            return self._refuse_password(
+                req.id, f"front-end failed: {exc}", m.DecidedBy.NO_FRONT_END
+            )
+        if answer.password is None:
+            self.grants.finish(req.grant)
+            return self._refuse_password(req.id, "password entry cancelled", m.DecidedBy.USER)
+        return m.PasswordReply(id=req.id, password=answer.password)
+
+    def _refuse_password(
+        self, request_id: m.RequestId, reason: str, by: m.DecidedBy
+    ) -> m.DecisionReply:
+        return m.DecisionReply(id=request_id, decision=m.Decision.DENY, reason=reason, by=by)
+
+    def sudo_result(self, req: m.SudoResultRequest) -> m.AckReply:
+        self.grants.finish(req.grant)
+        return m.AckReply(id=req.id)
+
+    def status(self, req: m.StatusRequest) -> m.StatusReply:
+        return m.StatusReply(
+            id=req.id, pending=len(self.pending), paused=self.paused, version=VERSION
+        )
+
+    def begin_shutdown(self) -> None:
+        """From now on every request is denied; grants die."""
+        self.closing = True
+        self.grants.withdraw_all()
+        self._changed()
+
+
+def _user_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+__all__ = ["REQUEST_CODE_TOOL", "Broker", "BrokerConfig", "Pending"]

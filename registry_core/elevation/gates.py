@@ -1,0 +1,151 @@
+"""Elevation gates for the dispatcher: through a running broker, or an in-process one.
+
+:class:`BrokerGate` asks the broker on a socket.  When none is listening,
+:func:`in_process_gate` starts a private broker (its own socket in a fresh
+0700 directory, in a background thread) with the spec's fallback front-ends
+(kdialog → zenity → terminal), so the sudo credential gate works the same
+way.  With no front-end at all, every request is denied (fail closed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+from registry_core import paths
+from registry_core.dispatch.gate import Authorization, ElevationRequest, RefusingGate
+from registry_core.elevation import messages as m
+from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
+
+GRANT_ENV = "OLLIE_GRANT"
+
+
+class BrokerGate:
+    """Ask the broker listening on ``path``; any failure to get an answer is a denial."""
+
+    def __init__(
+        self, path: Path, *, host: str | None = None, timeout: float | None = None
+    ) -> None:
+        self.path = path
+        self.host = host
+        self.timeout = timeout
+
+    def authorize(self, request: ElevationRequest) -> Authorization:
+        try:
+            with BrokerClient(self.path) as client:
+                reply = client.elevate(
+                    request.tool,
+                    request.kind,
+                    list(request.argv),
+                    request.args,
+                    request.cwd,
+                    code=request.code,
+                    host=self.host,
+                    timeout=self.timeout,
+                )
+        except BrokerUnavailableError as exc:
+            raise ElevationDeniedError(f"broker unreachable: {exc}") from exc
+        if isinstance(reply, m.ErrorReply):
+            raise ElevationDeniedError(f"{reply.code}: {reply.message}")
+        if reply.decision is not m.Decision.ALLOW:
+            raise ElevationDeniedError(reply.reason)
+        env = {"OLLIE_ELEVATE_SOCKET": str(self.path)}
+        if reply.grant:
+            env[GRANT_ENV] = reply.grant
+        return Authorization(reason=reply.reason, grant=reply.grant, env=env)
+
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
+        with contextlib.suppress(BrokerUnavailableError), BrokerClient(self.path) as client:
+            client.sudo_result(grant, exit_code, auth_failed)
+
+
+class InProcessBroker:
+    """A private broker in a background thread, for one command's lifetime."""
+
+    def __init__(self, env: Mapping[str, str], prompter_name: str | None = None) -> None:
+        from registry_core.elevation.assembly import build_broker
+        from registry_core.elevation.server import BrokerServer
+
+        self._dir = Path(tempfile.mkdtemp(prefix="ollie-broker-"))
+        os.chmod(self._dir, 0o700)
+        self.path = self._dir / "elevate.sock"
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="ollie-broker"
+        )
+        self._thread.start()
+
+        async def start() -> BrokerServer:
+            broker = build_broker(env, prompter_name)
+            server = BrokerServer(broker, self.path)
+            await server.start()
+            return server
+
+        self._server = asyncio.run_coroutine_threadsafe(start(), self._loop).result()
+
+    @property
+    def prompter_name(self) -> str:
+        return self._server.broker.prompter.name
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._server.close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+class InProcessGate(BrokerGate):
+    def __init__(self, broker: InProcessBroker) -> None:
+        super().__init__(broker.path)
+        self.broker = broker
+
+    def close(self) -> None:
+        self.broker.close()
+
+
+def choose_gate(env: Mapping[str, str]) -> BrokerGate | RefusingGate:
+    """The running broker if one answers, else an in-process one, else a refusal."""
+    path = paths.elevate_socket(env)
+    if broker_alive(path):
+        return BrokerGate(path)
+    from registry_core.elevation.prompters.select import fallback_chain
+
+    if not fallback_chain(env):
+        return RefusingGate(
+            f"no elevation broker on {path} and no front-end (kdialog, zenity, terminal) can ask"
+        )
+    return InProcessGate(InProcessBroker(env))
+
+
+class LazyGate:
+    """Chooses (and starts) a gate only when a call actually needs elevation."""
+
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = dict(env)
+        self._gate: BrokerGate | RefusingGate | None = None
+
+    def _chosen(self) -> BrokerGate | RefusingGate:
+        if self._gate is None:
+            self._gate = choose_gate(self._env)
+        return self._gate
+
+    def authorize(self, request: ElevationRequest) -> Authorization:
+        return self._chosen().authorize(request)
+
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
+        if self._gate is not None:
+            self._gate.report_sudo(grant, exit_code, auth_failed)
+
+    def close(self) -> None:
+        if isinstance(self._gate, InProcessGate):
+            self._gate.close()
+        self._gate = None

@@ -1,0 +1,121 @@
+"""Who is asking: the process on the other end of a broker connection.
+
+The kernel vouches for pid and uid (``SO_PEERCRED``); everything else is read
+from ``/proc`` at connect time and shown to the person as context.  A process
+can lie about its command line, so the dialog labels these as "reported by
+the system for pid N", and the tool facts shown come from the broker's own
+registry, never from the requester.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from dataclasses import dataclass, field
+
+_MAX_PARENTS = 8
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    exe: str
+    cmdline: tuple[str, ...]
+
+    def label(self) -> str:
+        cmd = " ".join(self.cmdline) or self.exe or "?"
+        return f"{self.pid} {cmd}"
+
+
+@dataclass(frozen=True)
+class Requester:
+    """The peer of one connection, as far as the kernel and /proc tell."""
+
+    pid: int
+    uid: int
+    gid: int
+    exe: str = ""
+    cmdline: tuple[str, ...] = ()
+    cwd: str = ""
+    parents: tuple[ProcessInfo, ...] = field(default=())
+    host: str = ""
+    remote: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "uid": self.uid,
+            "exe": self.exe,
+            "cmdline": list(self.cmdline),
+            "cwd": self.cwd,
+            "parents": [
+                {"pid": p.pid, "exe": p.exe, "cmdline": list(p.cmdline)} for p in self.parents
+            ],
+            "host": self.host,
+            "remote": self.remote,
+        }
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(65536)
+    except OSError:
+        return b""
+
+
+def _link(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _cmdline(pid: int) -> tuple[str, ...]:
+    raw = _read(f"/proc/{pid}/cmdline")
+    return tuple(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p)
+
+
+def _ppid(pid: int) -> int:
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith(b"PPid:"):
+            try:
+                return int(line.split()[1])
+            except (IndexError, ValueError):
+                return 0
+    return 0
+
+
+def process_info(pid: int) -> ProcessInfo:
+    return ProcessInfo(pid, _link(f"/proc/{pid}/exe"), _cmdline(pid))
+
+
+def parent_chain(pid: int, limit: int = _MAX_PARENTS) -> tuple[ProcessInfo, ...]:
+    chain: list[ProcessInfo] = []
+    current = _ppid(pid)
+    while current > 1 and len(chain) < limit:
+        chain.append(process_info(current))
+        current = _ppid(current)
+    return tuple(chain)
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of a Unix socket peer, from the kernel."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", creds)
+    return pid, uid, gid
+
+
+def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
+    info = process_info(pid)
+    return Requester(
+        pid=pid,
+        uid=uid,
+        gid=gid,
+        exe=info.exe,
+        cmdline=info.cmdline,
+        cwd=_link(f"/proc/{pid}/cwd"),
+        parents=parent_chain(pid),
+        host=host,
+    )

@@ -1,0 +1,137 @@
+"""The front-end seam: what the broker asks a person, and the ``Prompter`` protocol.
+
+The broker core awaits a prompter's coroutine for each question.  It cancels
+that coroutine (``asyncio.CancelledError``) when the answer is no longer
+wanted: the requester disconnected, the countdown ran out, the broker is
+shutting down.  A prompter must then take its dialog away and re-raise.  Any
+exception other than cancellation counts as "could not ask" and the request
+is denied (fail closed).
+
+The Qt tray, the terminal, kdialog and zenity each implement
+:class:`Prompter`; nothing else knows which one is running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from registry_core.elevation.identity import Requester
+from registry_core.elevation.messages import Kind
+
+
+class Remember(StrEnum):
+    """How long a person's answer stands (the dialog's remember choice)."""
+
+    ONCE = "once"
+    SESSION = "session"
+    MINUTES_15 = "15m"
+    HOUR = "1h"
+    ALWAYS = "always"
+    DENY_ALWAYS = "deny_always"
+
+    @property
+    def label(self) -> str:
+        return _LABELS[self]
+
+
+_LABELS = {
+    Remember.ONCE: "Only this time",
+    Remember.SESSION: "For this session",
+    Remember.MINUTES_15: "For 15 minutes",
+    Remember.HOUR: "For 1 hour",
+    Remember.ALWAYS: "Always",
+    Remember.DENY_ALWAYS: "Deny always",
+}
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """Everything the approval dialog shows. Tool facts come from the broker's registry."""
+
+    id: str
+    tool: str
+    kind: Kind
+    description: str
+    variant: int | None
+    executable: str | None
+    sha256: str | None
+    argv: tuple[str, ...]
+    args: Mapping[str, Any]
+    cwd: str
+    requester: Requester
+    host: str
+    timeout: float
+    code: str | None = None
+    mismatches: tuple[str, ...] = ()
+    remote: bool = False
+
+    @property
+    def what(self) -> str:
+        """What is asked, in words."""
+        if self.kind is Kind.SUDO:
+            return "run as root via sudo"
+        return "run outside the sandbox as you"
+
+    @property
+    def short_sha(self) -> str:
+        return (self.sha256 or "")[:12]
+
+
+@dataclass(frozen=True)
+class Approval:
+    approved: bool
+    remember: Remember = Remember.ONCE
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class PasswordRequest:
+    """The credential gate's question (for an approval that already passed)."""
+
+    id: str
+    approval: ApprovalRequest
+    prompt: str
+    user: str
+    attempt: int
+    max_attempts: int = 3
+
+    @property
+    def retry(self) -> bool:
+        return self.attempt > 1
+
+    @property
+    def retry_text(self) -> str:
+        if not self.retry:
+            return ""
+        return f"Wrong password, try again ({self.attempt}/{self.max_attempts})"
+
+
+@dataclass(frozen=True)
+class PasswordAnswer:
+    """``password is None`` means cancel (= deny)."""
+
+    password: str | None = field(repr=False)
+    store_in_keyring: bool = False
+
+
+@runtime_checkable
+class Prompter(Protocol):
+    """A front-end that can ask a person."""
+
+    @property
+    def name(self) -> str: ...
+
+    def available(self) -> bool:
+        """Can this front-end ask anybody right now?"""
+        ...
+
+    async def ask_approval(self, request: ApprovalRequest) -> Approval: ...
+
+    async def ask_password(self, request: PasswordRequest) -> PasswordAnswer: ...
+
+    def request_decided(self, request_id: str, approved: bool, by: str) -> None:
+        """The request was decided elsewhere (policy, timeout, withdrawal): update UI."""
+        ...

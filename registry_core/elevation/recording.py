@@ -1,0 +1,43 @@
+"""Turn a broker decision into an audit record (one JSON line per decision)."""
+
+from __future__ import annotations
+
+import logging
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.audit import AuditError, AuditLog, AuditRecord, AuditRequester
+from registry_core.elevation.prompter import ApprovalRequest, Remember
+
+log = logging.getLogger(__name__)
+
+
+def record_decision(
+    audit: AuditLog,
+    ar: ApprovalRequest,
+    decision: m.Decision,
+    by: m.DecidedBy,
+    remember: Remember | None,
+    reason: str,
+) -> None:
+    """Append the decision; an unwritable audit file is logged, never fatal to the decision."""
+    record = AuditRecord(
+        tool=ar.tool,
+        kind=ar.kind,
+        host=ar.host,
+        requester=AuditRequester.from_requester(ar.requester),
+        decision=decision,
+        by=by,
+        reason=reason,
+        remember=remember,
+        request_id=ar.id,
+        remote=ar.remote,
+        executable=ar.executable,
+        sha256=ar.sha256,
+        argv=ar.argv,
+        args=ar.args,
+        code=ar.code,
+    )
+    try:
+        audit.append(record)
+    except AuditError as exc:
+        log.error("could not write the audit log %s: %s", audit.path, exc)
