@@ -135,13 +135,14 @@ class QtPrompter:
         if request.retry and vault is not None and (source.from_keyring or source.store_requested):
             # sudo rejected what we stored (or what the user asked us to store).
             await vault.delete_async(request.user, request.approval.host)
-        elif not request.retry and vault is not None and local and vault.available():
+        keyring_ok = vault is not None and await vault.available_async()
+        if not request.retry and vault is not None and local and keyring_ok:
             stored = await vault.get_async(request.user, request.approval.host)
             if stored is not None:
                 source.from_keyring = True
                 return PasswordAnswer(stored)
         source.from_keyring = False
-        dialog = PasswordDialog(request, keyring_available=bool(vault and vault.available()))
+        dialog = PasswordDialog(request, keyring_available=keyring_ok)
         result = await self._wait(dialog, request.id, "submitted")
         assert isinstance(result, PasswordAnswer)
         source.store_requested = result.store_in_keyring and result.password is not None
