@@ -61,6 +61,8 @@ class TrayApp:
 
     def __init__(self, qapp: QApplication, env: dict[str, str], options: AppOptions) -> None:
         self.qapp = qapp
+        # Closing the last dialog must not end a tray that lives in the panel.
+        qapp.setQuitOnLastWindowClosed(False)
         self.env = env
         self.options = options
         self.host = socket.gethostname()
