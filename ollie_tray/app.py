@@ -245,6 +245,9 @@ class TrayApp:
             await self.server.start()
         except BrokerAlreadyRunningError as exc:
             print(f"ollie-tray: {exc}", file=sys.stderr)
+            self._signals.close()
+            if self.tray is not None:
+                self.tray.hide()
             return 1
         except ElevationError as exc:
             message = f"cannot listen on {self.socket_path}: {exc}"
