@@ -1,0 +1,92 @@
+"""Tray icon states, tooltip words and the menu's entries (offscreen Qt)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import QApplication
+
+from ollie_tray.icons import TrayState, icon_path, state_icon
+from ollie_tray.tray import TrayActions, TrayIcon, tooltip_text
+from registry_core.elevation.core import Pending
+from registry_core.elevation.prompter import ApprovalRequest
+
+
+def make_actions(calls: list[tuple[str, Any]]) -> TrayActions:
+    def rec(name: str) -> Callable[..., None]:
+        return lambda *a: calls.append((name, a))
+
+    return TrayActions(
+        open_request=rec("open"),
+        tool_browser=rec("browser"),
+        policies=rec("policies"),
+        audit_log=rec("audit"),
+        set_paused=rec("paused"),
+        set_autostart=rec("autostart"),
+        autostart_enabled=lambda: False,
+        quit=rec("quit"),
+    )
+
+
+def test_every_state_has_its_own_icon_file() -> None:
+    files = {icon_path(f"ollie-tray-{s.value}").read_bytes() for s in TrayState}
+    assert len(files) == len(TrayState)
+
+
+def test_pending_icon_carries_a_badge(qapp: QApplication) -> None:
+    plain = state_icon(TrayState.PENDING, 0).pixmap(64, 64).toImage()
+    badged = state_icon(TrayState.PENDING, 3).pixmap(64, 64).toImage()
+    assert plain != badged
+
+
+def test_tooltip_says_the_state_in_words() -> None:
+    assert "no pending" in tooltip_text(TrayState.IDLE, 0)
+    assert "2 requests waiting" in tooltip_text(TrayState.PENDING, 2)
+    assert "1 request waiting" in tooltip_text(TrayState.PENDING, 1)
+    assert "denied" in tooltip_text(TrayState.PAUSED, 0)
+    assert "socket" in tooltip_text(TrayState.ERROR, 0, "socket could not be bound")
+
+
+def test_menu_lists_pending_requests_and_actions(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    calls: list[tuple[str, Any]] = []
+    tray = TrayIcon(make_actions(calls))
+    assert tray.state is TrayState.IDLE
+    texts = tray.action_texts()
+    for entry in ("Tool &Browser…", "&Policies…", "&Audit log…", "&Quit"):
+        assert entry in texts
+    assert any("Pause" in t for t in texts)
+    assert any("Start at login" in t for t in texts)
+
+    req = approval_request(id="r1", tool="system_logs")
+    tray.set_pending([Pending(req, time.monotonic(), showing=True)])
+    assert tray.state is TrayState.PENDING
+    assert "1 request waiting" in tray.toolTip()
+    entry = next(a for a in tray.menu.actions() if a.text().startswith("system_logs"))
+    entry.trigger()
+    assert ("open", ("r1",)) in calls
+
+    quit_action = next(a for a in tray.menu.actions() if a.text() == "&Quit")
+    quit_action.trigger()
+    assert calls[-1][0] == "quit"
+
+
+def test_pause_toggle_changes_state_and_reports(qapp: QApplication) -> None:
+    calls: list[tuple[str, Any]] = []
+    tray = TrayIcon(make_actions(calls))
+    pause = next(a for a in tray.menu.actions() if "Pause" in a.text())
+    pause.trigger()
+    assert ("paused", (True,)) in calls
+    assert tray.state is TrayState.PAUSED
+    assert "denied" in tray.toolTip()
+
+
+def test_error_state_sticks(qapp: QApplication) -> None:
+    tray = TrayIcon(make_actions([]))
+    tray.set_error("cannot bind /run/x.sock")
+    tray.set_pending([])
+    assert tray.state is TrayState.ERROR
+    assert "cannot bind" in tray.toolTip()
