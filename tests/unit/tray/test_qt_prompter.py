@@ -1,0 +1,177 @@
+"""The Qt prompter: dialogs as awaitables, withdrawal, early denial and the keyring rules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import qasync
+from PySide6.QtWidgets import QApplication
+
+from ollie_tray.dialogs.approval import ApprovalDialog
+from ollie_tray.dialogs.password import PasswordDialog
+from ollie_tray.prompter import PrompterSettings, QtPrompter
+from registry_core.elevation.prompter import (
+    ApprovalRequest,
+    PasswordAnswer,
+    PasswordRequest,
+    Remember,
+)
+
+
+class FakeVault:
+    """A keyring stand-in that records what the prompter does with it."""
+
+    def __init__(self, stored: str | None = None, available: bool = True) -> None:
+        self.stored = stored
+        self.ok = available
+        self.calls: list[str] = []
+
+    def available(self) -> bool:
+        return self.ok
+
+    async def available_async(self) -> bool:
+        return self.ok
+
+    async def get_async(self, user: str, host: str) -> str | None:
+        self.calls.append(f"get {user}@{host}")
+        return self.stored
+
+    async def store_async(self, user: str, host: str, password: str) -> bool:
+        self.calls.append(f"store {user}@{host}")
+        self.stored = password
+        return True
+
+    async def delete_async(self, user: str, host: str) -> bool:
+        self.calls.append(f"delete {user}@{host}")
+        self.stored = None
+        return True
+
+
+def run(qapp: QApplication, coro: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    loop = qasync.QEventLoop(qapp)
+    asyncio.set_event_loop(loop)
+    qapp.setQuitOnLastWindowClosed(False)
+    try:
+        with loop:
+            return loop.run_until_complete(coro())
+    finally:
+        asyncio.set_event_loop(None)
+
+
+async def until(predicate: Callable[[], Any]) -> Any:
+    for _ in range(1000):
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.01)
+    raise AssertionError("not reached")
+
+
+def test_approval_dialog_answer_becomes_the_result(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    prompter = QtPrompter(settings=PrompterSettings(countdown_s=30, arm_delay_ms=10))
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(prompter.ask_approval(approval_request()))
+        dialog = await until(lambda: prompter.current_dialog)
+        assert isinstance(dialog, ApprovalDialog)
+        await until(dialog.approve_button.isEnabled)
+        dialog.remember_combo.setCurrentIndex(dialog.remember_combo.findText("For 1 hour"))
+        dialog.approve_button.click()
+        return await task
+
+    answer = run(qapp, scenario)
+    assert answer.approved
+    assert answer.remember is Remember.HOUR
+    assert prompter.current_dialog is None
+
+
+def test_cancel_withdraws_the_dialog(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    prompter = QtPrompter()
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(prompter.ask_approval(approval_request()))
+        dialog = await until(lambda: prompter.current_dialog)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return dialog, task
+
+    dialog, task = run(qapp, scenario)
+    assert task.cancelled()
+    assert dialog.is_finished
+    assert prompter.current_dialog is None
+
+
+def test_denied_from_a_notification_before_its_turn(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    prompter = QtPrompter()
+    prompter.deny("r7")
+    answer = run(qapp, lambda: prompter.ask_approval(approval_request(id="r7")))
+    assert not answer.approved
+    assert prompter.current_dialog is None
+
+
+def test_stored_password_answers_the_first_attempt_without_a_dialog(
+    qapp: QApplication, password_request: Callable[..., PasswordRequest]
+) -> None:
+    vault = FakeVault(stored="from-keyring")
+    prompter = QtPrompter(vault=vault)  # type: ignore[arg-type]
+    answer = run(qapp, lambda: prompter.ask_password(password_request()))
+    assert answer == PasswordAnswer("from-keyring")
+    assert vault.calls == ["get alice@laptop"]
+
+
+def test_rejected_stored_password_is_deleted_and_the_person_asked(
+    qapp: QApplication, password_request: Callable[..., PasswordRequest]
+) -> None:
+    vault = FakeVault(stored="stale")
+    prompter = QtPrompter(vault=vault)  # type: ignore[arg-type]
+
+    async def scenario() -> Any:
+        first = await prompter.ask_password(password_request(attempt=1))
+        task = asyncio.ensure_future(prompter.ask_password(password_request(attempt=2)))
+        dialog = await until(lambda: prompter.current_dialog)
+        assert isinstance(dialog, PasswordDialog)
+        dialog.password_field.setText("fresh")
+        dialog.ok_button.click()
+        return first, await task
+
+    first, second = run(qapp, scenario)
+    assert first.password == "stale"
+    assert second.password == "fresh"
+    assert "delete alice@laptop" in vault.calls
+    assert vault.stored is None
+
+
+def test_remember_in_keyring_stores_and_remote_requests_never_read_it(
+    qapp: QApplication,
+    password_request: Callable[..., PasswordRequest],
+    approval_request: Callable[..., ApprovalRequest],
+) -> None:
+    vault = FakeVault()
+    prompter = QtPrompter(vault=vault)  # type: ignore[arg-type]
+
+    async def answer_with(request: PasswordRequest, store: bool) -> PasswordAnswer:
+        task = asyncio.ensure_future(prompter.ask_password(request))
+        dialog = await until(lambda: prompter.current_dialog)
+        dialog.password_field.setText("pw")
+        dialog.keyring_checkbox.setChecked(store)
+        dialog.ok_button.click()
+        return await task
+
+    async def scenario() -> Any:
+        await answer_with(password_request(), store=True)
+        remote = password_request(approval=approval_request(id="r9", remote=True))
+        return await answer_with(remote, store=False)
+
+    run(qapp, scenario)
+    assert vault.calls[0] == "get alice@laptop"
+    assert "store alice@laptop" in vault.calls
+    # The remote request showed a dialog instead of reading the stored password.
+    assert vault.calls.count("get alice@laptop") == 1
