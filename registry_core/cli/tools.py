@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from registry_core.cli import call_cmd, render, sandbox_cmd
+from registry_core.cli import call_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
 from registry_core.errors import OllieError, ToolNotFoundError
 from registry_core.paths import tools_path
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     call_cmd.register(sub)
     sandbox_cmd.register(sub)
+    policy_cmd.register(sub)
     return parser
 
 

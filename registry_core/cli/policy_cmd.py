@@ -1,0 +1,240 @@
+"""``ollie-tools policy ...`` (remembered elevation decisions) and ``ollie-tools audit``.
+
+Policies are read from and written to ``policies.yaml`` through the same
+:class:`PolicyStore` the broker uses, so a running broker picks the change up
+before its next decision.  Session policies live only inside the broker and
+are not listed here.  Exit codes: 0 done, 1 an error or nothing to revoke,
+2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import socket
+import sys
+import time
+from typing import Any, TextIO
+
+from registry_core.cli.render import table
+from registry_core.elevation.audit import AuditLog, AuditRecord
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policies import Policy, PolicyStore, file_sha256
+from registry_core.elevation.policy_file import DURATIONS
+from registry_core.elevation.prompter import Remember
+from registry_core.errors import OllieError, PolicyError
+from registry_core.paths import audit_file, policies_file, tools_path
+from registry_core.registry import RegistryLoader
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+DEFAULT_TAIL = 20
+ALLOW_CHOICES = (Remember.MINUTES_15.value, Remember.HOUR.value, Remember.ALWAYS.value)
+
+
+def this_host() -> str:
+    """The host name policies default to (the broker uses the same)."""
+    return socket.gethostname()
+
+
+def _warn(message: str) -> None:
+    print(f"ollie-tools: warning: {message}", file=sys.stderr)
+
+
+def _store(env: dict[str, str]) -> PolicyStore:
+    return PolicyStore(policies_file(env), on_problem=_warn)
+
+
+def _fail(command: str, message: object, code: int = EXIT_ERROR) -> int:
+    print(f"ollie-tools {command}: {message}", file=sys.stderr)
+    return code
+
+
+def expires_text(policy: Policy, now: float) -> str:
+    """ "never", "session", "expired", "in 45 s", "in 14 min", "in 2 h 5 min", "in 3 days"."""
+    if policy.remember is Remember.SESSION:
+        return "session"
+    if policy.expires is None:
+        return "never"
+    left = policy.expires - now
+    if left <= 0:
+        return "expired"
+    if left < 60:
+        return f"in {int(left) or 1} s"
+    minutes = int(left // 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, rest = divmod(minutes, 60)
+    if hours >= 48:
+        return f"in {hours // 24} days"
+    return f"in {hours} h {rest} min" if rest else f"in {hours} h"
+
+
+def policies_text(policies: list[Policy], now: float) -> str:
+    if not policies:
+        return "no remembered policies"
+    rows = []
+    for p in policies:
+        if p.decision is Decision.DENY:
+            binding = "any executable"
+        else:
+            binding = f"{p.executable} (sha256 {(p.sha256 or '')[:12]})"
+        rows.append([p.tool, p.kind.value, p.host, p.decision.value, expires_text(p, now), binding])
+    return table(rows, ["TOOL", "KIND", "HOST", "DECISION", "EXPIRES", "EXECUTABLE"])
+
+
+def cmd_policy_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    policies = _store(env).list()
+    if args.json:
+        json.dump([p.to_json() for p in policies], out, indent=2)
+        out.write("\n")
+    else:
+        print(policies_text(policies, time.time()), file=out)
+    return 0
+
+
+def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    try:
+        tool = RegistryLoader(tools_path(env), env).load().usable(args.tool)
+        if tool.executable is None:
+            raise PolicyError(f"tool {tool.name!r} has no executable ({tool.resolution_detail})")
+        sha256 = file_sha256(tool.executable)
+        if sha256 is None:
+            raise PolicyError(f"cannot read {tool.executable} to bind the allow to its sha256")
+        kind = Kind(args.kind) if args.kind else (Kind.SUDO if tool.sudo else Kind.SANDBOX)
+        remember = Remember(args.duration)
+        now = time.time()
+        duration = DURATIONS.get(remember)
+        policy = Policy(
+            tool=tool.name,
+            kind=kind,
+            host=args.host or this_host(),
+            decision=Decision.ALLOW,
+            remember=remember,
+            created=now,
+            expires=None if duration is None else now + duration,
+            executable=str(tool.executable),
+            sha256=sha256,
+        )
+        _store(env).set(policy)
+    except OllieError as exc:
+        return _fail("policy allow", exc)
+    print(f"remembered: {policy.describe()}", file=out)
+    return 0
+
+
+def cmd_policy_deny(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    kinds = [Kind(args.kind)] if args.kind else list(Kind)
+    store = _store(env)
+    now = time.time()
+    try:
+        for kind in kinds:
+            policy = Policy(
+                tool=args.tool,
+                kind=kind,
+                host=args.host or this_host(),
+                decision=Decision.DENY,
+                remember=Remember.DENY_ALWAYS,
+                created=now,
+            )
+            store.set(policy)
+            print(f"remembered: {policy.describe()}", file=out)
+    except OllieError as exc:
+        return _fail("policy deny", exc)
+    return 0
+
+
+def cmd_policy_revoke(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    if args.all == bool(args.tool) or (args.all and (args.kind or args.host)):
+        return _fail("policy revoke", "give either TOOL [--kind K] [--host H] or --all", EXIT_USAGE)
+    try:
+        store = _store(env)
+        count = store.revoke_all() if args.all else store.revoke(args.tool, args.kind, args.host)
+    except OllieError as exc:
+        return _fail("policy revoke", exc)
+    if count == 0:
+        what = "no remembered policies" if args.all else f"no remembered policy for {args.tool}"
+        filters = [f"kind {args.kind}"] * bool(args.kind) + [f"host {args.host}"] * bool(args.host)
+        return _fail("policy revoke", what + (f" ({', '.join(filters)})" if filters else ""))
+    print(f"revoked {count} polic{'y' if count == 1 else 'ies'}", file=out)
+    return 0
+
+
+def audit_text(records: list[AuditRecord]) -> str:
+    if not records:
+        return "no audit records"
+    rows = [
+        [
+            dt.datetime.fromtimestamp(r.time).strftime("%Y-%m-%d %H:%M:%S"),
+            r.tool,
+            r.kind.value,
+            r.host,
+            r.decision.value,
+            r.by.value,
+            r.requester.label(),
+        ]
+        for r in records
+    ]
+    return table(rows, ["TIME", "TOOL", "KIND", "HOST", "DECISION", "BY", "REQUESTER"])
+
+
+def cmd_audit(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    try:
+        tail = AuditLog(audit_file(env)).read_tail(args.tail)
+    except OllieError as exc:
+        return _fail("audit", exc)
+    if tail.skipped:
+        _warn(f"skipped {tail.skipped} corrupt line(s) in {audit_file(env)}")
+    if args.json:
+        json.dump([r.to_json() for r in tail.records], out, indent=2)
+        out.write("\n")
+    else:
+        print(audit_text(list(tail.records)), file=out)
+    return 0
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def register(sub: Any) -> None:
+    """Add ``policy`` and ``audit`` to the ``ollie-tools`` subcommands."""
+    p = sub.add_parser("policy", help="list, add and revoke remembered elevation decisions")
+    inner = p.add_subparsers(dest="policy_command", required=True, metavar="COMMAND")
+    kinds = [k.value for k in Kind]
+
+    q = inner.add_parser("list", help="remembered policies (session ones live in the broker)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_policy_list)
+
+    q = inner.add_parser("allow", help="always (or for a while) allow a tool's elevation")
+    q.add_argument("tool")
+    q.add_argument("--kind", choices=kinds, help="default: sudo for sudo tools, else sandbox")
+    q.add_argument("--for", dest="duration", choices=ALLOW_CHOICES, default="always")
+    q.add_argument("--host", help="host the policy is for (default: this host)")
+    q.set_defaults(func=cmd_policy_allow)
+
+    q = inner.add_parser("deny", help="always deny a tool's elevation")
+    q.add_argument("tool")
+    q.add_argument("--kind", choices=kinds, help="default: both sandbox and sudo")
+    q.add_argument("--host", help="host the policy is for (default: this host)")
+    q.set_defaults(func=cmd_policy_deny)
+
+    q = inner.add_parser("revoke", help="forget remembered policies")
+    q.add_argument("tool", nargs="?")
+    q.add_argument("--kind", choices=kinds, help="only this kind (default: all)")
+    q.add_argument("--host", help="only this host (default: all hosts)")
+    q.add_argument("--all", action="store_true", help="forget every policy")
+    q.set_defaults(func=cmd_policy_revoke)
+
+    p = sub.add_parser("audit", help="the last elevation decisions (newest last)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--tail", type=_positive, default=DEFAULT_TAIL, metavar="N")
+    p.set_defaults(func=cmd_audit)

@@ -1,0 +1,398 @@
+"""Remembered elevation decisions: the live :class:`PolicyStore`.
+
+A person's answer can stand for this request only (``once``, never stored),
+for the broker's lifetime (``session``, kept in this store's memory only),
+15 minutes, 1 hour or always (allows, in ``policies.yaml``), or be a
+``deny_always``.  Policies are per tool x kind (``sandbox`` escape /
+``sudo``) x host: one for ``laptop`` never matches ``build-server``.  An
+allow is bound to the executable's path and sha256 (a changed file asks
+again); a deny applies whatever the executable.  The file format and its
+"nothing is lost" rules are in :mod:`registry_core.elevation.policy_file`.
+
+A new decision replaces every older policy of its (tool, kind, host), in
+memory and in the file.
+
+Live edits: before each lookup, listing or write the store compares the
+file's (mtime_ns, size, inode) with what it last read and reloads when they
+differ, so edits by ``ollie-tools policy`` or by hand are seen and merged.
+
+Problems (corrupt file, bad entries, failed writes) go to
+:attr:`PolicyStore.problems` and to ``on_problem`` (called outside the lock;
+without one they are logged).  Threading: every public method takes one
+re-entrant lock (the tray's GUI thread edits while the broker looks up).
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policy_file import (
+    DURATIONS,
+    DocumentError,
+    Policy,
+    PolicyKey,
+    move_aside,
+    parse_document,
+    render_document,
+    write_atomic,
+)
+from registry_core.elevation.prompter import Remember
+from registry_core.errors import PolicyError
+
+__all__ = ["Policy", "PolicyStore", "file_sha256"]
+
+_log = logging.getLogger(__name__)
+_CHUNK = 1 << 20
+_Stamp = tuple[int, int, int]
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
+    """The sha256 of a regular file, streamed; ``None`` when it cannot be read."""
+    try:
+        # O_NONBLOCK: a FIFO named like a tool must not hang the broker.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, _CHUNK):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _policy(
+    key: PolicyKey,
+    remember: Remember,
+    created: float,
+    now: float,
+    executable: str | None,
+    sha256: str | None,
+) -> Policy:
+    """A policy for ``remember`` chosen at ``now`` (whole seconds: the file stays readable)."""
+    created, now = float(math.floor(created)), float(math.floor(now))
+    duration = DURATIONS.get(remember)
+    decision = Decision.DENY if remember is Remember.DENY_ALWAYS else Decision.ALLOW
+    expires = None if duration is None else now + duration
+    return Policy(*key, decision, remember, created, expires, executable, sha256)
+
+
+def _stamp(st: os.stat_result) -> _Stamp:
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    with contextlib.suppress(OSError):
+        return path.read_bytes()
+    return None
+
+
+def _trusted(st: os.stat_result) -> bool:
+    """Owned by us (or root) and not writable by group or others."""
+    return st.st_uid in (os.getuid(), 0) and not st.st_mode & 0o022
+
+
+class PolicyStore:
+    """Remembered policies: ``policies.yaml`` plus this instance's session policies."""
+
+    def __init__(
+        self,
+        path: Path,
+        clock: Callable[[], float] = time.time,
+        on_problem: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.problems: list[str] = []
+        self._clock = clock
+        self._on_problem = on_problem
+        self._lock = threading.RLock()
+        self._file: list[Policy] = []
+        self._session: dict[PolicyKey, Policy] = {}
+        self._rejected: list[Any] = []
+        self._extra: dict[str, Any] | None = None
+        self._stamp: _Stamp | None = None
+        self._loaded = False
+        self._write_block: str | None = None
+        self._unreported: list[str] = []
+
+    def lookup(
+        self,
+        tool: str,
+        kind: Kind | str,
+        host: str,
+        executable: str | os.PathLike[str] | None,
+        sha256: str | None,
+    ) -> Policy | None:
+        """The policy deciding this request, or ``None`` (ask the person).
+
+        A deny for the key wins; else an allow bound to this executable path
+        and sha256.  Expired policies never match.
+        """
+        exe = os.fspath(executable) if executable is not None else None
+        with self._transaction():
+            candidates = self._active((tool, Kind(kind), host))
+        candidates.sort(key=lambda p: p.decision is not Decision.DENY)  # denies first
+        return next((p for p in candidates if p.matches(exe, sha256)), None)
+
+    def list(self, include_expired: bool = False) -> builtins.list[Policy]:
+        """Session and file policies, sorted by tool, kind, host."""
+        now = self._clock()
+        with self._transaction():
+            found = [*self._session.values(), *self._file]
+        if not include_expired:
+            found = [p for p in found if not p.expired(now)]
+        return sorted(found, key=lambda p: (p.tool, p.kind.value, p.host, p.created))
+
+    def refresh(self) -> None:
+        """Read the file now if it changed (lookups and listings do this themselves)."""
+        with self._transaction():
+            pass
+
+    # --- changes --------------------------------------------------------------------
+
+    def remember(
+        self,
+        tool: str,
+        kind: Kind | str,
+        host: str,
+        remember: Remember,
+        executable: str | os.PathLike[str] | None,
+        sha256: str | None,
+    ) -> Policy | None:
+        """Record a person's choice; returns the policy now in effect (``None`` for once).
+
+        Never raises for the broker's sake: an allow that cannot be bound
+        (no executable or sha256) is not remembered, and a policy that cannot
+        be saved is kept for this session; both are reported as problems.
+        """
+        if remember is Remember.ONCE:
+            return None
+        now = self._clock()
+        exe = os.fspath(executable) if executable is not None else None
+        sha = sha256.lower() if sha256 else None
+        policy = _policy((tool, Kind(kind), host), remember, now, now, exe, sha)
+        problem = policy.problem()
+        if problem:
+            self._report([f"not remembered ({policy.describe()}): {problem}"])
+            return None
+        try:
+            self.set(policy)
+        except PolicyError as exc:
+            with self._transaction():
+                self._session[policy.key] = policy
+                self._problem(f"{exc}; {policy.describe()} is kept for this session only")
+        return policy
+
+    def set(self, policy: Policy) -> None:
+        """Store ``policy``, replacing every policy of its (tool, kind, host).
+
+        Raises :class:`PolicyError` when the policy is invalid or the file
+        cannot be written (nothing changes then).
+        """
+        problem = policy.problem()
+        if problem:
+            raise PolicyError(f"invalid policy for {policy.tool}: {problem}")
+        with self._transaction():
+            self._set_locked(policy)
+
+    def revoke(self, tool: str, kind: Kind | str | None = None, host: str | None = None) -> int:
+        """Forget the policies of ``tool`` (of one kind / host when given); how many were active."""
+
+        def hit(p: Policy) -> bool:  # Kind is a StrEnum: "sudo" == Kind.SUDO
+            return p.tool == tool and kind in (None, p.kind) and host in (None, p.host)
+
+        with self._transaction():
+            return self._remove_locked(hit)
+
+    def revoke_all(self) -> int:
+        """Forget every policy (rejected entries stay in the file); how many were active."""
+        with self._transaction():
+            return self._remove_locked(lambda _p: True)
+
+    def change_duration(
+        self, tool: str, kind: Kind | str, host: str, remember: Remember
+    ) -> Policy | None:
+        """Give the active policy of this key a new remember choice (from now on).
+
+        ``once`` revokes it; ``deny_always`` turns it into a deny; an allow
+        choice turns a deny into an allow only when it recorded an
+        executable and sha256.  Raises :class:`PolicyError` when the key has
+        no active policy or the result is invalid.
+        """
+        key = (tool, Kind(kind), host)
+        with self._transaction():
+            active = self._active(key)
+            if not active:
+                raise PolicyError(f"no remembered policy for {tool} ({key[1].value}) on {host}")
+            denies = [p for p in active if p.decision is Decision.DENY]
+            current = denies[0] if denies else max(active, key=lambda p: p.created)
+            if remember is Remember.ONCE:
+                self._remove_locked(lambda p: p.key == key)
+                return None
+            policy = _policy(
+                key, remember, current.created, self._clock(), current.executable, current.sha256
+            )
+            problem = policy.problem()
+            if problem:
+                raise PolicyError(f"cannot change {current.describe()}: {problem}")
+            self._set_locked(policy)
+            return policy
+
+    # --- internals ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Hold the lock with a fresh view of the file; report problems after unlocking."""
+        pending: list[str] = []
+        try:
+            with self._lock:
+                try:
+                    self._refresh()
+                    yield
+                finally:
+                    pending, self._unreported = self._unreported, []
+        finally:
+            self._report(pending)
+
+    def _problem(self, message: str) -> None:
+        self._unreported.append(message)  # reported once the lock is released
+
+    def _report(self, messages: builtins.list[str]) -> None:
+        for message in messages:
+            self.problems.append(message)
+            if self._on_problem is None:
+                _log.warning("%s", message)
+            else:
+                try:
+                    self._on_problem(message)
+                except Exception:  # a broken listener must not break decisions
+                    _log.exception("on_problem callback failed")
+
+    def _active(self, key: PolicyKey) -> builtins.list[Policy]:
+        now = self._clock()
+        found = [p for p in self._file if p.key == key]
+        session = self._session.get(key)
+        if session is not None:
+            found.insert(0, session)
+        return [p for p in found if not p.expired(now)]
+
+    def _set_locked(self, policy: Policy) -> None:
+        in_file = any(p.key == policy.key for p in self._file)
+        if policy.remember is Remember.SESSION:
+            if in_file:
+                self._write([p for p in self._file if p.key != policy.key])
+            self._session[policy.key] = policy
+            return
+        self._write([*(p for p in self._file if p.key != policy.key), policy])
+        self._session.pop(policy.key, None)
+
+    def _remove_locked(self, hit: Callable[[Policy], bool]) -> int:
+        now = self._clock()
+        gone_session = [k for k, p in self._session.items() if hit(p)]
+        gone_file = [p for p in self._file if hit(p)]
+        if gone_file:
+            self._write([p for p in self._file if not hit(p)])
+        count = sum(not self._session[k].expired(now) for k in gone_session)
+        for k in gone_session:
+            del self._session[k]
+        return count + sum(not p.expired(now) for p in gone_file)
+
+    def _refresh(self) -> None:
+        """Reload the file when its (mtime_ns, size, inode) changed."""
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            self._clear()
+        except OSError as exc:
+            self._clear(None, f"cannot read {self.path}: {exc.strerror or exc}")
+        else:
+            if not self._loaded or _stamp(st) != self._stamp:
+                self._load(_stamp(st))
+
+    def _replace_state(
+        self,
+        policies: builtins.list[Policy],
+        rejected: builtins.list[Any],
+        extra: dict[str, Any] | None,
+        stamp: _Stamp | None,
+    ) -> None:
+        self._file, self._rejected, self._extra = policies, rejected, extra
+        self._stamp, self._loaded, self._write_block = stamp, True, None
+
+    def _clear(self, stamp: _Stamp | None = None, block: str | None = None) -> None:
+        """No file policies; with ``block``, fail closed: no writes that could destroy the file."""
+        if block is not None and block != self._write_block:
+            self._problem(block + "; remembered policies are not applied")
+        self._replace_state([], [], None, stamp)
+        self._write_block = block
+
+    def _load(self, seen: _Stamp) -> None:
+        now = self._clock()
+        try:
+            with open(self.path, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                data = fh.read()
+        except FileNotFoundError:
+            self._clear()
+            return
+        except OSError as exc:
+            self._clear(seen, f"cannot read {self.path}: {exc.strerror or exc}")
+            return
+        try:
+            doc = parse_document(data, self.path, now, trusted=_trusted(st))
+        except DocumentError as exc:
+            if _read_bytes(self.path) != data:  # being rewritten in place: look again later
+                self._clear()
+            else:
+                self._set_aside(_stamp(st), str(exc), now)
+            return
+        if not _trusted(st):
+            mode = f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
+            self._problem(f"{self.path}: writable by others ({mode}): only its denies apply")
+        for message in doc.problems:
+            self._problem(message)
+        self._replace_state(
+            list(doc.policies), list(doc.rejected), dict(doc.extra or {}) or None, _stamp(st)
+        )
+
+    def _set_aside(self, stamp: _Stamp, problem: str, now: float) -> None:
+        try:
+            target = move_aside(self.path, now)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            self._clear(stamp, f"{self.path}: {problem}; could not move it aside: {reason}")
+            return
+        self._problem(
+            f"{self.path}: {problem}; moved aside to {target}; starting with no remembered policies"
+        )
+        self._clear()
+
+    def _write(self, policies: builtins.list[Policy]) -> None:
+        """Write ``policies`` (expired ones pruned) and adopt them; raises PolicyError."""
+        if self._write_block is not None:
+            raise PolicyError(f"not changing {self.path}: {self._write_block}")
+        now = self._clock()
+        kept = [p for p in policies if not p.expired(now)]
+        write_atomic(self.path, render_document(kept, self._rejected, self._extra))
+        try:
+            stamp: _Stamp | None = _stamp(os.stat(self.path))
+        except OSError:
+            stamp = None
+        self._replace_state(kept, self._rejected, self._extra, stamp)

@@ -1,0 +1,679 @@
+"""Unit tests of remembered elevation policies (store + policies.yaml format)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from registry_core.elevation import policy_file
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policies import Policy, PolicyStore, file_sha256
+from registry_core.elevation.policy_file import iso_time, parse_document, parse_time
+from registry_core.elevation.prompter import Remember
+from registry_core.errors import PolicyError
+
+T0 = 1_750_000_000.0
+EXE = "/opt/tools/greet"
+SHA = "a" * 64
+OTHER_SHA = "b" * 64
+HOST = "laptop"
+
+
+class FakeClock:
+    def __init__(self, now: float = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "config" / "ollie" / "policies.yaml"
+
+
+@pytest.fixture
+def store(path: Path, clock: FakeClock) -> PolicyStore:
+    return PolicyStore(path, clock=clock)
+
+
+def remember(store: PolicyStore, choice: Remember, **kw: Any) -> Policy | None:
+    args: dict[str, Any] = {
+        "tool": "greet",
+        "kind": Kind.SANDBOX,
+        "host": HOST,
+        "executable": EXE,
+        "sha256": SHA,
+    }
+    args.update(kw)
+    return store.remember(
+        args["tool"], args["kind"], args["host"], choice, args["executable"], args["sha256"]
+    )
+
+
+def lookup(store: PolicyStore, **kw: Any) -> Policy | None:
+    args: dict[str, Any] = {
+        "tool": "greet",
+        "kind": Kind.SANDBOX,
+        "host": HOST,
+        "executable": EXE,
+        "sha256": SHA,
+    }
+    args.update(kw)
+    return store.lookup(
+        args["tool"], args["kind"], args["host"], args["executable"], args["sha256"]
+    )
+
+
+def entry(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "tool": "greet",
+        "kind": "sandbox",
+        "host": HOST,
+        "decision": "allow",
+        "remember": "always",
+        "created": "2025-06-15T15:06:40Z",
+        "expires": None,
+        "executable": EXE,
+        "sha256": SHA,
+    }
+    base.update(kw)
+    return base
+
+
+def write_doc(path: Path, policies: list[Any], **top: Any) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = yaml.safe_dump({"version": 1, "policies": policies, **top}, sort_keys=False).encode()
+    path.write_bytes(data)
+    return data
+
+
+# --- remember choices ------------------------------------------------------------
+
+
+def test_once_is_never_stored(store: PolicyStore, path: Path) -> None:
+    assert remember(store, Remember.ONCE) is None
+    assert lookup(store) is None
+    assert store.list() == []
+    assert not path.exists()
+
+
+def test_session_lives_in_this_store_only(store: PolicyStore, path: Path, clock: FakeClock) -> None:
+    policy = remember(store, Remember.SESSION)
+    assert policy is not None
+    assert policy.remember is Remember.SESSION
+    assert policy.expires is None
+    clock.now += 10 * 365 * 86400
+    assert lookup(store) == policy
+    assert not path.exists()
+    assert lookup(PolicyStore(path, clock=clock)) is None
+
+
+@pytest.mark.parametrize(
+    ("choice", "seconds"), [(Remember.MINUTES_15, 15 * 60), (Remember.HOUR, 3600)]
+)
+def test_timed_allow_expires_at_the_boundary(
+    store: PolicyStore, clock: FakeClock, choice: Remember, seconds: int
+) -> None:
+    policy = remember(store, choice)
+    assert policy is not None
+    assert policy.expires == T0 + seconds
+    clock.now = T0 + seconds - 1
+    assert lookup(store) == policy
+    clock.now = T0 + seconds
+    assert lookup(store) is None
+    assert store.list() == []
+    assert store.list(include_expired=True) == [policy]
+
+
+def test_times_are_whole_seconds(store: PolicyStore, clock: FakeClock) -> None:
+    clock.now = T0 + 0.75
+    policy = remember(store, Remember.MINUTES_15)
+    assert policy is not None
+    assert (policy.created, policy.expires) == (T0, T0 + 900)
+    assert iso_time(T0) in store.path.read_text()
+    assert PolicyStore(store.path, clock=clock).list() == [policy]
+
+
+def test_timed_allow_survives_a_restart_until_it_expires(path: Path, clock: FakeClock) -> None:
+    remember(PolicyStore(path, clock=clock), Remember.HOUR)
+    clock.now = T0 + 3599
+    assert lookup(PolicyStore(path, clock=clock)) is not None
+    clock.now = T0 + 3600
+    assert lookup(PolicyStore(path, clock=clock)) is None
+
+
+def test_always_allow_never_expires_and_persists(path: Path, clock: FakeClock) -> None:
+    policy = remember(PolicyStore(path, clock=clock), Remember.ALWAYS)
+    clock.now += 20 * 365 * 86400
+    assert lookup(PolicyStore(path, clock=clock)) == policy
+
+
+def test_deny_always_applies_to_any_executable(path: Path, clock: FakeClock) -> None:
+    policy = remember(PolicyStore(path, clock=clock), Remember.DENY_ALWAYS)
+    assert policy is not None
+    assert policy.decision is Decision.DENY
+    fresh = PolicyStore(path, clock=clock)
+    assert lookup(fresh) == policy
+    assert lookup(fresh, sha256=OTHER_SHA) == policy
+    assert lookup(fresh, executable="/elsewhere/greet", sha256=None) == policy
+    assert lookup(fresh, executable=None, sha256=None) == policy
+
+
+# --- binding and isolation -------------------------------------------------------------
+
+
+def test_allow_is_bound_to_path_and_sha(store: PolicyStore) -> None:
+    remember(store, Remember.ALWAYS)
+    assert lookup(store) is not None
+    assert lookup(store, sha256=SHA.upper()) is not None
+    assert lookup(store, sha256=OTHER_SHA) is None
+    assert lookup(store, executable="/opt/other/greet") is None
+    assert lookup(store, sha256=None) is None
+    assert lookup(store, executable=None) is None
+    assert lookup(store, executable=Path(EXE)) is not None
+
+
+def test_allow_without_binding_is_not_remembered(store: PolicyStore) -> None:
+    seen: list[str] = []
+    store = PolicyStore(store.path, on_problem=seen.append)
+    assert remember(store, Remember.ALWAYS, sha256=None) is None
+    assert remember(store, Remember.SESSION, executable=None) is None
+    assert store.list() == []
+    assert len(seen) == 2
+    assert "not remembered" in seen[0]
+    assert "sha256" in seen[0]
+
+
+def test_hosts_are_isolated(store: PolicyStore) -> None:
+    remember(store, Remember.ALWAYS, host="laptop")
+    remember(store, Remember.DENY_ALWAYS, host="other-laptop")
+    assert lookup(store, host="build-server") is None
+    assert lookup(store, host="laptop") is not None
+    assert lookup(store, host="laptop").decision is Decision.ALLOW  # type: ignore[union-attr]
+
+
+def test_kinds_are_isolated(store: PolicyStore) -> None:
+    remember(store, Remember.ALWAYS, kind=Kind.SANDBOX)
+    assert lookup(store, kind=Kind.SUDO) is None
+    remember(store, Remember.DENY_ALWAYS, kind="sudo")
+    assert lookup(store, kind="sudo").decision is Decision.DENY  # type: ignore[union-attr]
+    assert lookup(store, kind=Kind.SANDBOX).decision is Decision.ALLOW  # type: ignore[union-attr]
+
+
+def test_tools_are_isolated(store: PolicyStore) -> None:
+    remember(store, Remember.ALWAYS)
+    assert lookup(store, tool="greet2") is None
+
+
+def test_new_decision_replaces_the_old_one(store: PolicyStore, path: Path) -> None:
+    remember(store, Remember.ALWAYS)
+    deny = remember(store, Remember.DENY_ALWAYS)
+    assert store.list() == [deny]
+    allow = remember(store, Remember.HOUR, sha256=OTHER_SHA)
+    assert store.list() == [allow]
+    session = remember(store, Remember.SESSION)
+    assert store.list() == [session]
+    assert yaml.safe_load(path.read_text())["policies"] == []
+
+
+def test_deny_wins_over_allow_in_a_hand_edited_file(path: Path, clock: FakeClock) -> None:
+    write_doc(path, [entry(), entry(decision="deny", remember="deny_always")])
+    policy = lookup(PolicyStore(path, clock=clock))
+    assert policy is not None
+    assert policy.decision is Decision.DENY
+
+
+# --- revoke / change ---------------------------------------------------------------------
+
+
+def test_revoke_by_tool_kind_host(store: PolicyStore, path: Path) -> None:
+    remember(store, Remember.ALWAYS, host="a")
+    remember(store, Remember.ALWAYS, host="b")
+    remember(store, Remember.DENY_ALWAYS, host="a", kind=Kind.SUDO)
+    remember(store, Remember.SESSION, host="c")
+    remember(store, Remember.ALWAYS, tool="other")
+    assert store.revoke("greet", Kind.SUDO) == 1
+    assert store.revoke("greet", host="a") == 1
+    assert store.revoke("greet", host="a") == 0
+    assert store.revoke("greet") == 2
+    assert [p.tool for p in store.list()] == ["other"]
+    assert [p.tool for p in PolicyStore(path).list()] == ["other"]
+    assert store.revoke("nothing") == 0
+
+
+def test_revoke_all(store: PolicyStore, clock: FakeClock) -> None:
+    remember(store, Remember.ALWAYS)
+    remember(store, Remember.SESSION, tool="x")
+    remember(store, Remember.MINUTES_15, tool="y")
+    clock.now += 3600  # y has expired: not counted
+    assert store.revoke_all() == 2
+    assert store.list(include_expired=True) == []
+
+
+def test_change_duration(store: PolicyStore, clock: FakeClock, path: Path) -> None:
+    remember(store, Remember.ALWAYS)
+    clock.now = T0 + 100
+    changed = store.change_duration("greet", "sandbox", HOST, Remember.MINUTES_15)
+    assert changed is not None
+    assert changed.created == T0
+    assert changed.expires == T0 + 100 + 900
+    assert store.list() == [changed]
+    denied = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.DENY_ALWAYS)
+    assert denied is not None
+    assert denied.decision is Decision.DENY
+    allowed = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
+    assert allowed is not None
+    assert allowed.sha256 == SHA
+    assert allowed.decision is Decision.ALLOW
+    assert store.change_duration("greet", Kind.SANDBOX, HOST, Remember.ONCE) is None
+    assert store.list() == []
+    with pytest.raises(PolicyError, match="no remembered policy"):
+        store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
+
+
+def test_change_duration_session_to_file(store: PolicyStore, path: Path) -> None:
+    remember(store, Remember.SESSION)
+    store.change_duration("greet", Kind.SANDBOX, HOST, Remember.ALWAYS)
+    assert lookup(PolicyStore(path)) is not None
+
+
+def test_change_deny_without_executable_to_allow_fails(store: PolicyStore) -> None:
+    remember(store, Remember.DENY_ALWAYS, executable=None, sha256=None)
+    with pytest.raises(PolicyError, match="executable"):
+        store.change_duration("greet", Kind.SANDBOX, HOST, Remember.ALWAYS)
+    assert lookup(store) is not None
+
+
+def test_set_rejects_invalid_policies(store: PolicyStore) -> None:
+    bad = [
+        Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ONCE, T0, None, EXE, SHA),
+        Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.HOUR, T0, None, EXE, SHA),
+        Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, "rel", SHA),
+        Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, "x"),
+        Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.ALWAYS, T0),
+        Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.DENY_ALWAYS, T0, None, EXE),
+        Policy("../x", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0),
+        Policy("greet", Kind.SANDBOX, "", Decision.DENY, Remember.DENY_ALWAYS, T0),
+    ]
+    for policy in bad:
+        with pytest.raises(PolicyError):
+            store.set(policy)
+    assert store.list() == []
+
+
+# --- the file ------------------------------------------------------------------------------
+
+
+def test_atomic_write_mode_and_reload(store: PolicyStore, path: Path) -> None:
+    policy = remember(store, Remember.HOUR)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml"]
+    doc = yaml.safe_load(path.read_text())
+    assert doc["version"] == 1
+    assert doc["policies"] == [
+        {
+            "tool": "greet",
+            "kind": "sandbox",
+            "host": HOST,
+            "decision": "allow",
+            "remember": "1h",
+            "created": iso_time(T0),
+            "expires": iso_time(T0 + 3600),
+            "executable": EXE,
+            "sha256": SHA,
+        }
+    ]
+    assert PolicyStore(path, clock=store._clock).list() == [policy]
+
+
+def test_unwritable_location_raises(tmp_path: Path, clock: FakeClock) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    store = PolicyStore(blocker / "policies.yaml", clock=clock)
+    policy = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0)
+    with pytest.raises(PolicyError, match="cannot write"):
+        store.set(policy)
+    assert store.list() == []
+
+
+def test_failed_write_leaves_no_temp_file_and_no_change(
+    store: PolicyStore, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = remember(store, Remember.ALWAYS)
+    before = path.read_bytes()
+
+    def no_space(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_space)
+    with pytest.raises(PolicyError, match="No space left"):
+        store.set(Policy("other", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml"]
+    assert path.read_bytes() == before
+    assert store.list() == [first]
+
+
+def test_remember_keeps_a_policy_it_cannot_save_for_the_session(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    seen: list[str] = []
+    store = PolicyStore(blocker / "policies.yaml", clock=clock, on_problem=seen.append)
+    policy = remember(store, Remember.ALWAYS)
+    assert lookup(store) == policy
+    assert seen
+    assert "kept for this session only" in seen[0]
+    assert store.problems == seen
+
+
+def test_write_replaces_the_file_atomically(tmp_path: Path, path: Path) -> None:
+    store = PolicyStore(path)
+    remember(store, Remember.ALWAYS)
+    before = path.stat().st_ino
+    remember(store, Remember.DENY_ALWAYS, tool="other")
+    assert path.stat().st_ino != before  # renamed over, never rewritten in place
+    assert len(PolicyStore(path).list()) == 2
+
+
+def test_external_edit_is_seen_live(store: PolicyStore, path: Path, clock: FakeClock) -> None:
+    remember(store, Remember.ALWAYS)
+    other = PolicyStore(path, clock=clock)  # e.g. ollie-tools policy in another process
+    other.revoke("greet")
+    assert lookup(store) is None
+    write_doc(path, [entry(tool="edited", decision="deny", remember="deny_always")])
+    policy = lookup(store, tool="edited")
+    assert policy is not None
+    assert policy.decision is Decision.DENY
+    path.unlink()
+    assert store.list() == []
+
+
+def test_writes_merge_external_edits(store: PolicyStore, path: Path) -> None:
+    remember(store, Remember.ALWAYS)
+    PolicyStore(path).set(Policy("other", Kind.SUDO, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
+    remember(store, Remember.ALWAYS, tool="third")
+    assert sorted(p.tool for p in PolicyStore(path).list()) == ["greet", "other", "third"]
+
+
+def test_expired_entries_are_pruned_on_write(store: PolicyStore, clock: FakeClock) -> None:
+    remember(store, Remember.MINUTES_15)
+    clock.now += 901
+    remember(store, Remember.ALWAYS, tool="other")
+    doc = yaml.safe_load(store.path.read_text())
+    assert [p["tool"] for p in doc["policies"]] == ["other"]
+
+
+def test_empty_and_missing_files_are_empty_stores(path: Path) -> None:
+    assert PolicyStore(path).list() == []
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    store = PolicyStore(path)
+    assert store.list() == []
+    assert store.problems == []
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"version: 1\npolicies: [ {tool: greet\n", "not valid YAML"),
+        (b"- just\n- a list\n", "top level must be a mapping"),
+        (b"version: 2\npolicies: []\n", "unsupported version 2"),
+        (b"version: 1\npolicies: {tool: greet}\n", "'policies' must be a list"),
+        (b"version: 1\npolicies: []\nrejected: 7\n", "'rejected' must be a list"),
+        (b"version: 1\npolicies: 0\n", "'policies' must be a list"),
+        (b"\xff\xfe\x00garbage\x80", "not valid YAML"),
+        (b"version: 1\npolicies: !!python/object:os.system {}\n", "not valid YAML"),
+    ],
+)
+def test_corrupt_file_is_moved_aside(
+    path: Path, clock: FakeClock, content: bytes, problem: str
+) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    seen: list[str] = []
+    store = PolicyStore(path, clock=clock, on_problem=seen.append)
+    assert lookup(store) is None
+    assert store.list() == []
+    aside = path.with_name("policies.yaml.corrupt-20250615T150640")
+    assert aside.read_bytes() == content
+    assert not path.exists()
+    assert len(seen) == 1
+    assert store.problems == seen
+    assert str(path) in seen[0]
+    assert problem in seen[0]
+    assert str(aside) in seen[0]
+    # The store works on: a new decision starts a fresh file, the copy stays.
+    remember(store, Remember.ALWAYS)
+    assert lookup(PolicyStore(path, clock=clock)) is not None
+    assert aside.read_bytes() == content
+
+
+def test_a_file_changing_while_read_is_not_moved_aside(
+    path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from registry_core.elevation import policies
+
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"version: 1\npolicies: [")  # half written by an editor
+    with monkeypatch.context() as patch:
+        patch.setattr(policies, "_read_bytes", lambda _path: b"version: 1\npolicies: []\n")
+        store = PolicyStore(path, clock=clock)
+        assert store.list() == []
+        assert store.problems == []
+        assert path.exists()
+    assert store.list() == []  # still corrupt on the next look: now it is moved aside
+    assert not path.exists()
+    assert len(store.problems) == 1
+
+
+def test_corrupt_copies_are_never_overwritten(path: Path, clock: FakeClock) -> None:
+    path.parent.mkdir(parents=True)
+    for n, content in enumerate([b"[1", b"[2", b"[3"]):
+        path.write_bytes(content)
+        PolicyStore(path, clock=clock).list()
+        suffix = "" if n == 0 else f"-{n + 1}"
+        aside = path.with_name(f"policies.yaml.corrupt-20250615T150640{suffix}")
+        assert aside.read_bytes() == content
+
+
+def test_a_file_that_cannot_be_read_blocks_writes(path: Path, clock: FakeClock) -> None:
+    path.mkdir(parents=True)  # a directory where the file should be
+    seen: list[str] = []
+    store = PolicyStore(path, clock=clock, on_problem=seen.append)
+    assert store.list() == []
+    assert store.list() == []
+    assert len(seen) == 1
+    assert "cannot read" in seen[0]
+    with pytest.raises(PolicyError, match="not changing"):
+        store.set(Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
+    assert path.is_dir()
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (entry(sha256="1234"), "sha256"),
+        (entry(expries="2030-01-01T00:00:00Z"), "expries"),
+        (entry(kind="root"), "kind"),
+        (entry(remember="session"), "remember"),
+        (entry(remember="1h", expires=None), "expires"),
+        (entry(created="yesterday"), "created"),
+        (entry(tool=123), "tool"),
+        (entry(executable=None), "executable"),
+        (entry(decision="deny"), "remember"),
+        ({"tool": "greet"}, "kind"),
+        ("just a string", "mapping"),
+    ],
+)
+def test_bad_entry_is_skipped_and_preserved(
+    path: Path, clock: FakeClock, bad: Any, field: str
+) -> None:
+    original = write_doc(path, [entry(tool="good"), bad, entry(tool="good2")])
+    store = PolicyStore(path, clock=clock)
+    assert sorted(p.tool for p in store.list()) == ["good", "good2"]
+    assert len(store.problems) == 1
+    assert "policies[1]" in store.problems[0]
+    assert field in store.problems[0]
+    assert str(path) in store.problems[0]
+    assert path.read_bytes() == original  # untouched until the next write
+    remember(store, Remember.ALWAYS, tool="new")
+    doc = yaml.safe_load(path.read_text())
+    assert [p["tool"] for p in doc["policies"]] == ["good", "good2", "new"]
+    assert len(doc["rejected"]) == 1
+    assert doc["rejected"][0]["entry"] == bad
+    assert field in doc["rejected"][0]["problem"]
+    # Reloading keeps the rejected entry, and it stays kept at later writes.
+    again = PolicyStore(path, clock=clock)
+    assert sorted(p.tool for p in again.list()) == ["good", "good2", "new"]
+    assert "not applied" in again.problems[0]
+    again.revoke_all()
+    assert yaml.safe_load(path.read_text())["rejected"][0]["entry"] == bad
+
+
+def test_unknown_top_level_keys_are_kept(path: Path) -> None:
+    write_doc(path, [entry()], comment={"by": "hand"})
+    store = PolicyStore(path)
+    store.refresh()
+    assert "unknown top-level key 'comment'" in store.problems[0]
+    remember(store, Remember.ALWAYS, tool="new")
+    assert yaml.safe_load(path.read_text())["comment"] == {"by": "hand"}
+
+
+def test_missing_version_is_assumed_1(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_text(yaml.safe_dump({"policies": [entry()]}))
+    store = PolicyStore(path)
+    assert lookup(store) is not None
+    assert "no 'version'" in store.problems[0]
+
+
+def test_hand_written_times(path: Path, clock: FakeClock) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_text(
+        "version: 1\npolicies:\n"
+        f"- {{tool: greet, kind: sandbox, host: {HOST}, decision: allow, remember: 1h,\n"
+        "   created: 2025-06-15 15:06:40, expires: 2025-06-15T18:06:40+02:00,\n"
+        f"   executable: {EXE}, sha256: {SHA.upper()}}}\n"
+    )
+    store = PolicyStore(path, clock=clock)
+    policy = lookup(store)
+    assert policy is not None
+    assert policy.created == T0
+    assert policy.expires == T0 + 3600
+    assert policy.sha256 == SHA
+
+
+def test_untrusted_file_applies_denies_only(path: Path, clock: FakeClock) -> None:
+    write_doc(path, [entry(), entry(tool="bad", decision="deny", remember="deny_always")])
+    path.chmod(0o666)
+    store = PolicyStore(path, clock=clock)
+    assert lookup(store) is None
+    assert lookup(store, tool="bad") is not None
+    assert "writable by others" in store.problems[0]
+    remember(store, Remember.ALWAYS, tool="new")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    doc = yaml.safe_load(path.read_text())
+    assert [p["tool"] for p in doc["policies"]] == ["bad", "new"]
+    assert doc["rejected"][0]["entry"]["tool"] == "greet"
+    assert lookup(PolicyStore(path, clock=clock)) is None
+
+
+def test_documented_example_parses() -> None:
+    doc = policy_file.__doc__ or ""
+    start = doc.index("    version: 1")
+    block = []
+    for line in doc[start:].splitlines():
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    parsed = parse_document("\n".join(block).encode(), Path("doc"), T0)
+    assert parsed.problems == ()
+    (policy,) = parsed.policies
+    assert policy.kind is Kind.SUDO
+    assert policy.remember is Remember.HOUR
+    assert policy.expires == parse_time("2025-05-04T13:00:00Z")
+
+
+def test_problem_callback_failure_does_not_break_lookups(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"[")
+
+    def explode(message: str) -> None:
+        raise RuntimeError(message)
+
+    store = PolicyStore(path, on_problem=explode)
+    assert lookup(store) is None
+    assert len(store.problems) == 1
+
+
+# --- misc ------------------------------------------------------------------------------------
+
+
+def test_describe_and_json(store: PolicyStore) -> None:
+    policy = remember(store, Remember.HOUR)
+    assert policy is not None
+    text = policy.describe()
+    assert "allow greet (sandbox) on laptop" in text
+    assert "for 1 hour" in text
+    assert EXE in text
+    assert SHA[:12] in text
+    assert policy.to_json()["expires"] == "2025-06-15T16:06:40Z"
+    deny = remember(store, Remember.DENY_ALWAYS)
+    assert deny is not None
+    assert deny.describe() == "deny greet (sandbox) on laptop, deny always"
+
+
+def test_iso_time_round_trip() -> None:
+    for ts in (T0, T0 + 0.25, 0.0):
+        assert parse_time(iso_time(ts)) == ts
+    assert iso_time(T0) == "2025-06-15T15:06:40Z"
+    with pytest.raises(ValueError, match="ISO-8601"):
+        parse_time(12)
+
+
+def test_threads_share_a_store(store: PolicyStore) -> None:
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(20):
+                remember(store, Remember.ALWAYS, tool=f"t{n}-{i}")
+                assert lookup(store, tool=f"t{n}-{i}") is not None
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(PolicyStore(store.path).list()) == 80
+
+
+def test_file_sha256(tmp_path: Path) -> None:
+    target = tmp_path / "tool"
+    data = os.urandom(3 * 1024 * 1024 + 17)
+    target.write_bytes(data)
+    assert file_sha256(target) == hashlib.sha256(data).hexdigest()
+    assert file_sha256(str(target)) == hashlib.sha256(data).hexdigest()
+    assert file_sha256(tmp_path / "missing") is None
+    assert file_sha256(tmp_path) is None
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert file_sha256(fifo) is None  # returns at once instead of blocking
