@@ -134,7 +134,8 @@ def test_approval_through_the_dialog_reaches_the_client_audit_and_policy(
         await join(thread)
         return box, app
 
-    code, (box, app) = run_app(qapp, tray_env, scenario)
+    options = AppOptions(countdown_s=30, arm_delay_ms=1500)
+    code, (box, app) = run_app(qapp, tray_env, scenario, options)
     assert code == 0
     reply = box["reply"]
     assert reply.decision is m.Decision.ALLOW

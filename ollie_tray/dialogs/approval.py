@@ -1,0 +1,386 @@
+"""The approval dialog: may this tool leave the sandbox, or run as root?
+
+One dialog per :class:`ApprovalRequest`.  The caller shows it with
+``show()`` and listens to :attr:`ApprovalDialog.decided`, which fires
+exactly once with an :class:`Approval`: Approve, Deny, Esc, the window's
+close button and the end of the countdown all answer; Esc, closing and the
+countdown deny (fail closed).  :meth:`ApprovalDialog.withdraw` takes the
+dialog away without an answer (the broker no longer wants one).  No method
+here runs a nested event loop.
+
+Anti-clickjacking: Deny is the default button and has the focus; Approve
+stays disabled for ``arm_delay_ms`` after the dialog is first shown, so a
+click or key press aimed at whatever was under the pointer cannot approve.
+
+"Deny always" is a deny: while it is selected Approve is disabled and
+Deny answers ``Approval(False, Remember.DENY_ALWAYS)``; with any other
+choice Deny answers for this request only.  Requests with free-form code
+or a registry mismatch can only be approved once (the broker enforces it;
+the other allow choices are disabled here so the dialog does not promise
+more).
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QCloseEvent, QResizeEvent, QShowEvent, QStandardItemModel
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ollie_tray.dialogs import common as c
+from ollie_tray.dialogs import textboxes as t
+from registry_core.elevation.identity import ProcessInfo, Requester
+from registry_core.elevation.messages import Kind
+from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
+
+_ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
+
+
+def _explanation(request: ApprovalRequest) -> str:
+    if request.kind is Kind.SUDO:
+        return (
+            "If you approve, this tool runs as root through sudo: it can read and change"
+            " anything on this computer."
+        )
+    return (
+        "If you approve, this tool runs outside the Landlock sandbox as you: it can reach"
+        " all your files, the network and your desktop session."
+    )
+
+
+def _process_tree(requester: Requester) -> str:
+    """Oldest ancestor first; each child indented under its parent; the requester last."""
+    chain: list[ProcessInfo] = [*reversed(requester.parents)]
+    me = ProcessInfo(requester.pid, requester.exe, requester.cmdline)
+    lines = []
+    for depth, proc in enumerate([*chain, me]):
+        prefix = "" if depth == 0 else "   " * (depth - 1) + "└─ "
+        suffix = "   ← requester" if proc is me else ""
+        lines.append(prefix + c.visible(proc.label()) + suffix)
+    return "\n".join(lines)
+
+
+class ApprovalDialog(QDialog):
+    """Ask whether one elevation request may run.  See the module docstring."""
+
+    decided = Signal(object)
+    """Emitted once with the :class:`Approval`."""
+
+    def __init__(
+        self,
+        request: ApprovalRequest,
+        *,
+        countdown_s: int = 60,
+        arm_delay_ms: int = 700,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.request = request
+        self._countdown_s = max(1, int(countdown_s))
+        self._arm_delay_ms = max(0, arm_delay_ms)
+        self._finished = False
+        self._armed = False
+        self._deadline: float | None = None
+        self.withdrawn_reason: str | None = None
+
+        self.setWindowTitle(f"Ollie — approve {c.visible(request.tool)}?")
+        self.setWindowFlags(
+            Qt.WindowType.Dialog
+            | Qt.WindowType.WindowStaysOnTopHint
+            | Qt.WindowType.WindowTitleHint
+            | Qt.WindowType.WindowCloseButtonHint
+        )
+        self.setAccessibleName(f"Approve {c.visible(request.tool)}?")
+        self.setMinimumWidth(680)
+        self.setMaximumWidth(900)
+
+        self._arm_timer = QTimer(self)
+        self._arm_timer.setSingleShot(True)
+        self._arm_timer.timeout.connect(self._arm)
+        self._tick_timer = QTimer(self)
+        self._tick_timer.setInterval(1000)
+        self._tick_timer.timeout.connect(self._tick)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(18, 16, 18, 14)
+        layout.setSpacing(10)
+        if request.mismatches:
+            layout.addWidget(
+                c.warning_panel(
+                    "⚠  The request does not match the registry:",
+                    request.mismatches,
+                    "Registry mismatch warning",
+                )
+            )
+        layout.addWidget(self._header())
+        layout.addWidget(self._description())
+        layout.addWidget(self._details(), 1)
+        layout.addLayout(self._footer())
+
+        self._remember.currentIndexChanged.connect(self._update_approve)
+        self._deny.clicked.connect(self._on_deny)
+        self._approve.clicked.connect(self._on_approve)
+        self._update_approve()
+        self._deny.setFocus()
+
+    # --- building --------------------------------------------------------------
+
+    def _header(self) -> QWidget:
+        sudo = self.request.kind is Kind.SUDO
+        color, dark, tint = (
+            (c.RED, c.RED_DARK, c.RED_TINT) if sudo else (c.AMBER, c.AMBER_DARK, c.AMBER_TINT)
+        )
+        panel = c.Panel(color, tint)
+        panel.setAccessibleName("Request summary")
+        pixmap = (
+            c.glyph_pixmap(color, "#", 46, shape="square")
+            if sudo
+            else c.glyph_pixmap(color, "!", 46, shape="triangle")
+        )
+        icon = c.icon_label(pixmap, "Run as root" if sudo else "Sandbox escape")
+        title = c.plain_label(f"{self.request.tool} wants to {self.request.what}", scale=1.45)
+        self.title_label = title
+        explain = c.plain_label(_explanation(self.request), style=f"color: {dark};")
+        tags: list[QWidget] = [c.badge("RUN AS ROOT" if sudo else "SANDBOX ESCAPE", color)]
+        self.remote_badge: QLabel | None = None
+        if self.request.remote:
+            self.remote_badge = c.badge(f"REMOTE · {self.request.host}", "#1565c0")
+            tags.append(self.remote_badge)
+        row = c.header_row(icon, title, explain, c.hbox(*tags))
+        panel.body.addLayout(row)
+        return panel
+
+    def _description(self) -> QWidget:
+        text = self.request.description.strip() or "(the registry has no description)"
+        label = t.value_label(text, "Description")
+        label.setStyleSheet("font-style: italic;")
+        label.setToolTip("From this computer's tool registry, not from the requester")
+        label.setContentsMargins(4, 0, 4, 0)
+        return label
+
+    def _details(self) -> QWidget:
+        """Tool, requester, code and arguments: scrolls only when the screen is too small."""
+        r = self.request
+        content = QWidget()
+        column = QVBoxLayout(content)
+        column.setContentsMargins(0, 0, 0, 0)
+        column.setSpacing(4)
+        column.addWidget(c.section_title("Tool (from this computer's registry)"))
+        form = c.Form()
+        form.add_row("Tool", t.value_label(r.tool, "Tool"))
+        variant = "none (the tool has no variants)" if r.variant is None else f"variant {r.variant}"
+        form.add_row("Variant", t.value_label(variant, "Variant"))
+        exe = t.MonoBox(c.visible(r.executable or "(not found)"), "Executable", framed=False)
+        form.add_row("Executable", exe)
+        sha = t.value_label(c.short_sha(r.sha256) or "(unknown)", "SHA-256", mono=True)
+        sha.setToolTip(r.sha256 or "")
+        form.add_row("SHA-256", sha)
+        form.add_row("Command", t.MonoBox(c.shell_join(r.argv), "Command", max_lines=4))
+        cwd = t.MonoBox(c.visible(r.cwd), "Working directory", max_lines=3, framed=False)
+        form.add_row("Working dir", cwd)
+        where = "this computer" if not r.remote else "remote host"
+        form.add_row("Host", t.value_label(f"{r.host}  ({where})", "Host"))
+        column.addLayout(form)
+
+        req = r.requester
+        column.addWidget(
+            c.section_title(f"Requested by (as reported by the system for pid {req.pid})")
+        )
+        form = c.Form()
+        process = t.MonoBox(
+            c.visible(f"pid {req.pid} · {req.exe or '?'}"), "Process", framed=False, mono=False
+        )
+        form.add_row("Process", process)
+        cmdline = c.shell_join(req.cmdline) if req.cmdline else "(unknown)"
+        form.add_row("Command line", t.MonoBox(cmdline, "Requester command line", max_lines=3))
+        form.add_row("Process tree", t.MonoBox(_process_tree(req), "Process tree", max_lines=6))
+        column.addLayout(form)
+
+        self.code_box: t.MonoBox | None = None
+        if r.code is not None:
+            column.addWidget(c.section_title("Code to run"))
+            self.code_box = t.MonoBox(
+                c.visible(r.code, multiline=True), "Code to run", max_lines=12
+            )
+            column.addWidget(self.code_box)
+        column.addWidget(c.section_title("Arguments"))
+        self.args_box = t.MonoBox(c.pretty_json(r.args), "Arguments", max_lines=8)
+        column.addWidget(self.args_box)
+        column.addStretch(1)
+        return t.FitScrollArea(content)
+
+    def _footer(self) -> QVBoxLayout:
+        column = QVBoxLayout()
+        column.setSpacing(8)
+        remember = QComboBox()
+        remember.setAccessibleName("Remember this decision")
+        for choice in Remember:
+            remember.addItem(choice.label, choice.value)  # Qt keeps a StrEnum as str
+        once_only = self.request.code is not None or bool(self.request.mismatches)
+        if once_only:
+            model = remember.model()
+            assert isinstance(model, QStandardItemModel)
+            for position, choice in enumerate(Remember):
+                item = model.item(position)
+                if choice not in _ONCE_ONLY and item is not None:
+                    item.setEnabled(False)
+            remember.setToolTip("Code and mismatching requests are approved one at a time")
+        self._remember = remember
+        caption = QLabel("&Remember:")
+        caption.setBuddy(remember)
+        caption.setAccessibleName("Remember")
+        row = c.hbox(caption, remember)
+        if once_only:
+            note = c.plain_label(
+                "this request can only be approved once",
+                wrap=False,
+                style="color: palette(placeholder-text);",
+            )
+            row.insertWidget(2, note)
+        column.addLayout(row)
+
+        self.countdown_label = QLabel()
+        self.countdown_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.countdown_label.setAccessibleName("Automatic denial countdown")
+        self._show_remaining(self._countdown_s)
+        self._deny = QPushButton("&Deny")
+        self._deny.setAccessibleName("Deny")
+        self._deny.setDefault(True)
+        self._deny.setAutoDefault(True)
+        self._deny.setMinimumWidth(110)
+        self._approve = QPushButton("&Approve")
+        self._approve.setAccessibleName("Approve")
+        self._approve.setAutoDefault(False)  # Enter never approves
+        self._approve.setMinimumWidth(110)
+        buttons = QHBoxLayout()
+        buttons.setSpacing(8)
+        buttons.addWidget(self.countdown_label, 1)
+        buttons.addWidget(self._deny)
+        buttons.addWidget(self._approve)
+        column.addLayout(buttons)
+        return column
+
+    # --- public ------------------------------------------------------------------
+
+    @property
+    def approve_button(self) -> QPushButton:
+        return self._approve
+
+    @property
+    def deny_button(self) -> QPushButton:
+        return self._deny
+
+    @property
+    def remember_combo(self) -> QComboBox:
+        return self._remember
+
+    @property
+    def is_finished(self) -> bool:
+        """True once answered or withdrawn."""
+        return self._finished
+
+    def selected_remember(self) -> Remember:
+        try:
+            return Remember(self._remember.currentData())
+        except ValueError:
+            return Remember.ONCE
+
+    def withdraw(self, reason: str) -> None:
+        """Close without answering: the broker no longer wants an answer."""
+        if self._finished:
+            return
+        self.withdrawn_reason = reason
+        self._stop()
+        super().done(QDialog.DialogCode.Rejected)
+
+    # --- events ------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        t.fit_height(self)
+        if not self._finished and self._deadline is None:
+            # Timers start when the person can see the dialog, not when it is built.
+            self._deadline = time.monotonic() + self._countdown_s
+            self._arm_timer.start(self._arm_delay_ms)
+            self._tick_timer.start()
+            self._deny.setFocus(Qt.FocusReason.ActiveWindowFocusReason)
+        self.raise_()
+        self.activateWindow()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            t.fit_height(self)  # wrapped text needs more or fewer lines now
+
+    def reject(self) -> None:
+        """Esc (and QDialog's own rejections) deny."""
+        self._finish(Approval(False, Remember.ONCE, "denied by the user"))
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._finish(Approval(False, Remember.ONCE, "the dialog was closed"))
+        event.accept()
+
+    # --- internals ---------------------------------------------------------------
+
+    def _arm(self) -> None:
+        self._armed = True
+        self._update_approve()
+
+    def _update_approve(self) -> None:
+        deny_always = self.selected_remember() is Remember.DENY_ALWAYS
+        self._approve.setEnabled(self._armed and not deny_always and not self._finished)
+        if deny_always:
+            self._approve.setToolTip("Deny always is selected: use Deny")
+        elif not self._armed:
+            self._approve.setToolTip("Available in a moment")
+        else:
+            self._approve.setToolTip("")
+
+    def _remaining(self) -> int:
+        if self._deadline is None:
+            return self._countdown_s
+        return max(0, round(self._deadline - time.monotonic()))
+
+    def _show_remaining(self, seconds: int) -> None:
+        self.countdown_label.setText(f"Denying automatically in {seconds} s")
+
+    def _tick(self) -> None:
+        left = self._remaining()
+        self._show_remaining(left)
+        if left <= 0:
+            self._finish(Approval(False, Remember.ONCE, f"no answer within {self._countdown_s} s"))
+
+    def _on_deny(self) -> None:
+        deny_always = self.selected_remember() is Remember.DENY_ALWAYS
+        remember = Remember.DENY_ALWAYS if deny_always else Remember.ONCE
+        self._finish(Approval(False, remember, "denied by the user"))
+
+    def _on_approve(self) -> None:
+        if not self._approve.isEnabled():  # a click that raced the arming or the choice
+            return
+        self._finish(Approval(True, self.selected_remember(), "approved by the user"))
+
+    def _stop(self) -> None:
+        self._finished = True
+        self._arm_timer.stop()
+        self._tick_timer.stop()
+        self._approve.setEnabled(False)
+        self._deny.setEnabled(False)
+
+    def _finish(self, approval: Approval) -> None:
+        if self._finished:
+            return
+        self._stop()
+        self.decided.emit(approval)
+        super().done(
+            QDialog.DialogCode.Accepted if approval.approved else QDialog.DialogCode.Rejected
+        )

@@ -1,0 +1,374 @@
+"""The Policies window: the remembered elevation decisions, with revoke and change duration.
+
+Every edit goes through the :class:`PolicySource` (in the app, the same
+:class:`~registry_core.elevation.policies.PolicyStore` the broker and
+``ollie-tools policy`` use, which writes ``policies.yaml`` atomically and
+notices edits made elsewhere).  The table is a model over a snapshot of
+``store.list()``; :meth:`PoliciesWindow.refresh` takes a new snapshot.  The
+app calls it when the policy file changes; while the window is visible a
+timer also refreshes it, so "in 14 min" stays true and expired rows leave.
+
+"Revoke all" asks first, with a window-modal message box opened with
+``open()`` (no nested event loop); :meth:`PoliciesWindow.revoke_all` with
+``confirm=False`` skips the question.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QItemSelection,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    Qt,
+    QTimer,
+    Signal,
+)
+from PySide6.QtGui import QColor, QHideEvent, QShowEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTableView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ollie_tray.dialogs import common as c
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policy_file import Policy, PolicyKey, iso_time
+from registry_core.elevation.prompter import Remember
+from registry_core.errors import PolicyError
+
+COLUMNS = ("Tool", "Kind", "Host", "Decision", "Expires", "Bound executable")
+DURATION_CHOICES = (Remember.MINUTES_15, Remember.HOUR, Remember.ALWAYS)
+_Index = QModelIndex | QPersistentModelIndex
+
+
+class PolicySource(Protocol):
+    """What the window needs of a policy store (``PolicyStore`` has it all)."""
+
+    def list(self) -> Sequence[Policy]: ...
+
+    def revoke(self, tool: str, kind: Kind | str | None = None, host: str | None = None) -> int: ...
+
+    def revoke_all(self) -> int: ...
+
+    def change_duration(
+        self, tool: str, kind: Kind | str, host: str, remember: Remember
+    ) -> Policy | None: ...
+
+
+def expires_text(policy: Policy, now: float) -> str:
+    """When ``policy`` ends, for people: ``never``, ``this session``, ``in 14 min``."""
+    if policy.remember is Remember.SESSION:
+        return "this session"
+    if policy.expires is None:
+        return "never"
+    left = policy.expires - now
+    if left <= 0:
+        return "expired"
+    minutes = math.ceil(left / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
+
+
+def kind_text(kind: Kind) -> str:
+    return "run as root (sudo)" if kind is Kind.SUDO else "sandbox escape"
+
+
+def executable_text(policy: Policy) -> str:
+    if policy.decision is Decision.DENY:
+        return "any (a deny applies to every executable)"
+    sha = c.short_sha(policy.sha256)
+    return f"{policy.executable or '?'}  (sha256 {sha})" if sha else policy.executable or "?"
+
+
+class PolicyTableModel(QAbstractTableModel):
+    """A read-only table over a snapshot of policies; ``UserRole`` gives the :class:`Policy`."""
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._policies: list[Policy] = []
+        self._now = 0.0
+
+    def set_policies(self, policies: Sequence[Policy], now: float) -> None:
+        self.beginResetModel()
+        self._policies = list(policies)
+        self._now = now
+        self.endResetModel()
+
+    def policy(self, row: int) -> Policy:
+        return self._policies[row]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
+        return 0 if parent.isValid() else len(self._policies)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if orientation is Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._policies):
+            return None
+        policy = self._policies[index.row()]
+        column = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return c.visible(self._text(policy, column))
+        if role == Qt.ItemDataRole.UserRole:
+            return policy
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._tooltip(policy, column)
+        if role == Qt.ItemDataRole.ForegroundRole and column == 3:
+            return QColor(c.GREEN if policy.decision is Decision.ALLOW else c.RED)
+        return None
+
+    def _text(self, policy: Policy, column: int) -> str:
+        texts = (
+            policy.tool,
+            kind_text(policy.kind),
+            policy.host,
+            policy.decision.value,
+            expires_text(policy, self._now),
+            executable_text(policy),
+        )
+        return texts[column]
+
+    def _tooltip(self, policy: Policy, column: int) -> str:
+        if column == 4:
+            when = "" if policy.expires is None else f", until {iso_time(policy.expires)}"
+            return f"{policy.remember.label}{when}"
+        if column == 5 and policy.sha256:
+            return f"{policy.executable}\nsha256 {policy.sha256}"
+        return c.visible(policy.describe())
+
+
+class PoliciesWindow(QWidget):
+    """Remembered decisions: revoke one, revoke all, change a duration."""
+
+    policies_changed = Signal()
+    """Emitted after this window changed the store."""
+
+    def __init__(
+        self,
+        store: PolicySource,
+        *,
+        refresh_ms: int = 5000,
+        clock: Callable[[], float] = time.time,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._store = store
+        self._clock = clock
+        self.confirm_box: QMessageBox | None = None
+        self.setWindowTitle("Ollie — remembered decisions")
+        self.setAccessibleName("Remembered decisions")
+        self.resize(940, 420)
+
+        intro = QLabel(
+            "Answers you asked Ollie to remember. A remembered allow holds only while the"
+            " tool's executable is unchanged; a revoked decision is asked again next time."
+        )
+        intro.setWordWrap(True)
+        intro.setAccessibleName("About remembered decisions")
+
+        self.model = PolicyTableModel(self)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        self.table.setAccessibleName("Remembered decisions table")
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        self.table.verticalHeader().setVisible(False)
+        header = self.table.horizontalHeader()
+        header.setStretchLastSection(True)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+
+        self.revoke_button = QPushButton("&Revoke")
+        self.revoke_button.setAccessibleName("Revoke the selected decisions")
+        self.revoke_button.clicked.connect(self.revoke_selected)
+        self.revoke_all_button = QPushButton("Revoke a&ll…")
+        self.revoke_all_button.setAccessibleName("Revoke all remembered decisions")
+        self.revoke_all_button.clicked.connect(lambda: self.revoke_all(confirm=True))
+        self.duration_combo = QComboBox()
+        self.duration_combo.setAccessibleName("New duration")
+        for choice in DURATION_CHOICES:
+            self.duration_combo.addItem(choice.label, choice.value)  # Qt keeps str, not enums
+        duration_label = QLabel("&Duration:")
+        duration_label.setBuddy(self.duration_combo)
+        self.change_button = QPushButton("&Change")
+        self.change_button.setAccessibleName("Change the duration of the selected decisions")
+        self.change_button.clicked.connect(self.change_selected)
+
+        self.status_label = QLabel()
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label.setWordWrap(True)
+        self.status_label.setAccessibleName("Status")
+
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.revoke_button)
+        buttons.addWidget(self.revoke_all_button)
+        buttons.addStretch(1)
+        buttons.addWidget(duration_label)
+        buttons.addWidget(self.duration_combo)
+        buttons.addWidget(self.change_button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(14, 12, 14, 12)
+        layout.setSpacing(8)
+        layout.addWidget(intro)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+        layout.addWidget(self.status_label)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(max(250, refresh_ms))
+        self._timer.timeout.connect(self.refresh)
+        selection = self.table.selectionModel()
+        selection.selectionChanged.connect(self._update_buttons)
+        self.refresh()
+
+    # --- public ------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Reload from the store, keeping the selection (by tool, kind, host)."""
+        selected = {p.key for p in self.selected_policies()}
+        try:
+            policies = self._store.list()
+        except PolicyError as exc:
+            self._say(f"Could not read the remembered decisions: {exc}", error=True)
+            policies = []
+        self.model.set_policies(policies, self._clock())
+        self._select_keys(selected)
+        if not policies and not self.status_label.property("error"):
+            self._say("No remembered decisions: Ollie asks every time.")
+        elif not self.status_label.property("error"):
+            self._say(f"{len(policies)} remembered decision(s).")
+        self._update_buttons()
+
+    def store_changed(self) -> None:
+        """The policy file changed elsewhere: reload (a slot for the app)."""
+        self.refresh()
+
+    def selected_policies(self) -> list[Policy]:
+        rows = sorted({index.row() for index in self.table.selectionModel().selectedRows()})
+        return [self.model.policy(row) for row in rows if row < self.model.rowCount()]
+
+    def select_row(self, row: int) -> None:
+        self.table.selectRow(row)
+
+    def revoke_selected(self) -> None:
+        chosen = self.selected_policies()
+        if not chosen:
+            return
+        self._edit(
+            lambda: [self._store.revoke(p.tool, p.kind, p.host) for p in chosen],
+            f"Revoked {len(chosen)} decision(s).",
+        )
+
+    def revoke_all(self, *, confirm: bool = True) -> None:
+        """Forget every remembered decision, after asking when ``confirm``."""
+        if not confirm:
+            self._edit(self._store.revoke_all, "Revoked every remembered decision.")
+            return
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("Ollie — revoke all?")
+        box.setText("Revoke every remembered decision?")
+        box.setInformativeText("Ollie will ask again the next time each tool needs elevation.")
+        box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.button(QMessageBox.StandardButton.Yes).setText("Revoke all")
+        box.setAccessibleName("Confirm revoke all")
+        box.finished.connect(lambda result: self._confirmed(box, result))
+        self.confirm_box = box
+        box.open()
+
+    def change_selected(self) -> None:
+        chosen = self.selected_policies()
+        if not chosen:
+            return
+        remember = Remember(self.duration_combo.currentData())
+        self._edit(
+            lambda: [self._store.change_duration(p.tool, p.kind, p.host, remember) for p in chosen],
+            f"Changed {len(chosen)} decision(s) to “{remember.label.lower()}”.",
+        )
+
+    # --- events ------------------------------------------------------------------
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.refresh()
+        self._timer.start()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._timer.stop()
+
+    # --- internals ---------------------------------------------------------------
+
+    def _confirmed(self, box: QMessageBox, result: int) -> None:
+        if self.confirm_box is box:
+            self.confirm_box = None
+        box.deleteLater()
+        if result == QMessageBox.StandardButton.Yes.value:
+            self.revoke_all(confirm=False)
+
+    def _edit(self, action: Callable[[], object], done: str) -> None:
+        self.status_label.setProperty("error", False)
+        try:
+            action()
+        except PolicyError as exc:
+            self.refresh()
+            self._say(str(exc), error=True)
+            return
+        finally:
+            self.policies_changed.emit()
+        self.refresh()
+        self._say(done)
+
+    def _say(self, text: str, *, error: bool = False) -> None:
+        self.status_label.setText(c.visible(text))
+        self.status_label.setProperty("error", error)
+        self.status_label.setStyleSheet(f"color: {c.RED_DARK};" if error else "")
+
+    def _select_keys(self, keys: set[PolicyKey]) -> None:
+        if not keys:
+            return
+        selection = QItemSelection()
+        for row in range(self.model.rowCount()):
+            if self.model.policy(row).key in keys:
+                selection.select(self.model.index(row, 0), self.model.index(row, len(COLUMNS) - 1))
+        self.table.selectionModel().select(
+            selection, QItemSelectionModel.SelectionFlag.ClearAndSelect
+        )
+
+    def _update_buttons(self) -> None:
+        has_rows = self.model.rowCount() > 0
+        has_selection = bool(self.table.selectionModel().selectedRows())
+        self.revoke_button.setEnabled(has_selection)
+        self.change_button.setEnabled(has_selection)
+        self.duration_combo.setEnabled(has_selection)
+        self.revoke_all_button.setEnabled(has_rows)
