@@ -1,0 +1,276 @@
+"""Front-ends that ask a person without the tray: terminal, kdialog, zenity and none.
+
+Each module implements :class:`registry_core.elevation.prompter.Prompter`:
+
+- :mod:`.terminal` asks on the controlling tty (``/dev/tty``);
+- :mod:`.kdialog` and :mod:`.zenity` run those dialog programs;
+- :mod:`.none` never asks (servers, CI): it denies;
+- :mod:`.select` picks one by name (``auto`` picks the best available) and
+  builds the spec's in-process fallback chain (kdialog → zenity → terminal);
+- :mod:`.text` holds the wording all of them share.
+
+This module holds the errors and what kdialog and zenity share:
+:class:`DialogProcesses` runs a dialog program as a child process (argv
+only, never a shell) that can always be taken away again.
+
+Cancellation story: the broker cancels ``ask_*`` when the answer is no
+longer wanted.  :meth:`DialogProcesses.run` then sends the dialog SIGTERM at
+once, waits for it in a shielded task (SIGKILL after :data:`KILL_GRACE`),
+reaps it and re-raises ``CancelledError``.  Cancelled a second time while
+waiting, it sends SIGKILL and re-raises without waiting; so even an event
+loop that ends with the question still pending (``asyncio.run`` cancelling
+every task, the reaper included) leaves no dialog on screen.  Brokers should
+still await their cancelled questions before closing the loop, so the
+dialogs are also reaped.  ``request_decided`` uses
+:meth:`DialogProcesses.withdraw`, which terminates the dialogs of one request
+from synchronous code; the waiting ``run`` then returns an outcome marked
+``withdrawn_by`` and the front-end answers "deny".
+
+Nothing runs at import time; import the front-end modules you need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from registry_core.errors import ElevationError
+
+KILL_GRACE = 2.0
+"""Seconds a dialog gets to exit after SIGTERM before it is killed."""
+
+EOF_GRACE = 1.0
+"""Seconds to wait for the rest of a dialog's stdout after it exited."""
+
+_STDERR_TAIL = 400
+
+
+class PrompterError(ElevationError):
+    """A front-end could not ask (the broker then denies: fail closed)."""
+
+
+class DialogError(PrompterError):
+    """A dialog program failed: missing, crashed, or gave an answer we do not know.
+
+    ``status`` is the exit status (negative: killed by that signal; ``None``:
+    it never started); ``detail`` is the end of its stderr, never its stdout
+    (which may hold a password).
+    """
+
+    def __init__(self, program: str, status: int | None, detail: str) -> None:
+        self.program = program
+        self.status = status
+        self.detail = detail
+        what = "could not be started" if status is None else f"failed with status {status}"
+        super().__init__(f"{program} {what}: {detail}" if detail else f"{program} {what}")
+
+
+class TerminalError(PrompterError):
+    """The terminal cannot be used to ask (gone, not in the foreground, bad input)."""
+
+
+def has_display(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` names an X11 or Wayland display."""
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def with_utf8_locale(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` whose character type is UTF-8.
+
+    Our texts are UTF-8; zenity (GLib) refuses non-ASCII arguments outright
+    in the C locale, which a broker started by systemd or cron often has.
+    Only the character type changes, unless ``LC_ALL`` pins a non-UTF-8
+    locale, which then becomes ``C.UTF-8``.
+    """
+    out = dict(env)
+    effective = out.get("LC_ALL") or out.get("LC_CTYPE") or out.get("LANG") or ""
+    if "utf-8" in effective.lower() or "utf8" in effective.lower():
+        return out
+    if out.get("LC_ALL"):
+        out["LC_ALL"] = "C.UTF-8"
+    else:
+        out["LC_CTYPE"] = "C.UTF-8"
+    return out
+
+
+@dataclass(frozen=True)
+class DialogOutcome:
+    """How one dialog process ended.  ``stdout`` may be a password: never shown."""
+
+    status: int
+    stdout: bytes = field(repr=False)
+    withdrawn_by: str | None = None
+
+    def text(self) -> str:
+        """stdout without its final newline, as UTF-8 text."""
+        data = self.stdout[:-1] if self.stdout.endswith(b"\n") else self.stdout
+        try:
+            text: str | None = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None  # raised below, outside this block: the error object holds the bytes
+        if text is None:
+            raise PrompterError("the dialog's answer is not valid UTF-8")
+        return text
+
+
+class DialogProcesses:
+    """Runs one dialog program's processes, keyed by the request ids they serve.
+
+    ``answers`` are the exit statuses that mean an answer (or a closed
+    window); any other status, unless we withdrew the dialog, is a
+    :class:`DialogError`.
+    """
+
+    def __init__(
+        self,
+        program: str,
+        env: Mapping[str, str] | None = None,
+        *,
+        answers: Iterable[int] = (0, 1),
+    ) -> None:
+        self.program = program
+        self.answers = frozenset(answers)
+        self.env = with_utf8_locale(os.environ if env is None else env)
+        self._running: dict[str, set[asyncio.subprocess.Process]] = {}
+        self._withdrawn: dict[int, str] = {}  # pid -> who decided instead
+        self._reapers: set[asyncio.Task[None]] = set()
+
+    def which(self) -> str | None:
+        """The program's absolute path on this ``PATH``, or ``None``."""
+        if os.path.isabs(self.program):
+            return self.program if os.access(self.program, os.X_OK) else None
+        return shutil.which(self.program, path=self.env.get("PATH", os.defpath))
+
+    def available(self) -> bool:
+        return self.which() is not None and has_display(self.env)
+
+    def running(self) -> int:
+        """How many dialog processes are open right now."""
+        return sum(len(procs) for procs in self._running.values())
+
+    async def run(
+        self, keys: Iterable[str], args: Sequence[str], stdin: bytes | None = None
+    ) -> DialogOutcome:
+        """Show one dialog (``program *args``) and wait until it ends.
+
+        ``keys`` are the request ids this dialog serves, for :meth:`withdraw`.
+        Cancelling this coroutine takes the dialog away before re-raising.
+        """
+        path = self.which()
+        if path is None:
+            raise DialogError(self.program, None, "not found on PATH")
+        stdin_mode = asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE
+        with tempfile.TemporaryFile() as stderr:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    path,
+                    *args,
+                    stdin=stdin_mode,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=stderr,
+                    env=self.env,
+                    start_new_session=True,  # terminal signals go to the broker, not the dialog
+                )
+            except OSError as exc:
+                raise DialogError(self.program, None, str(exc)) from exc
+            keys = tuple(keys)
+            for key in keys:
+                self._running.setdefault(key, set()).add(proc)
+            try:
+                stdout = await _talk(proc, stdin)
+            except BaseException:
+                _signal(proc, signal.SIGTERM)  # at once: the loop may be ending (see _stop)
+                reaper = asyncio.ensure_future(_stop(proc))
+                self._reapers.add(reaper)
+                reaper.add_done_callback(self._reapers.discard)
+                try:
+                    await asyncio.shield(reaper)
+                finally:
+                    if not reaper.done():  # cancelled again (loop shutdown): no time to wait
+                        _signal(proc, signal.SIGKILL)
+                raise
+            finally:
+                self._forget(keys, proc)
+                withdrawn_by = self._withdrawn.pop(proc.pid, None)
+            status = proc.returncode if proc.returncode is not None else -1
+            if status not in self.answers and withdrawn_by is None:
+                stderr.seek(0)
+                tail = stderr.read().decode("utf-8", "replace").strip()[-_STDERR_TAIL:]
+                raise DialogError(self.program, status, tail)
+        return DialogOutcome(status, stdout, withdrawn_by)
+
+    def _forget(self, keys: Sequence[str], proc: asyncio.subprocess.Process) -> None:
+        for key in keys:
+            procs = self._running.get(key)
+            if procs is not None:
+                procs.discard(proc)
+                if not procs:
+                    del self._running[key]
+
+    def withdraw(self, key: str, by: str) -> int:
+        """Take away every open dialog serving ``key``; returns how many there were."""
+        procs = self._running.get(key, set())
+        for proc in procs:
+            if proc.returncode is None:
+                self._withdrawn[proc.pid] = by
+                _signal(proc, signal.SIGTERM)
+                asyncio.get_running_loop().call_later(KILL_GRACE, _kill_if_alive, proc)
+        return len(procs)
+
+
+def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
+
+
+def _kill_if_alive(proc: asyncio.subprocess.Process) -> None:
+    _signal(proc, signal.SIGKILL)
+
+
+async def _drain(stream: asyncio.StreamReader, sink: bytearray) -> None:
+    while chunk := await stream.read(4096):
+        sink.extend(chunk)
+
+
+async def _talk(proc: asyncio.subprocess.Process, stdin: bytes | None) -> bytes:
+    """Feed ``stdin``, collect stdout, and return once the process has exited.
+
+    The end of the process, not the end of its stdout, decides: a helper the
+    dialog left behind (a D-Bus daemon, say) may hold the pipe open forever.
+    """
+    assert proc.stdout is not None
+    sink = bytearray()
+    reader = asyncio.ensure_future(_drain(proc.stdout, sink))
+    try:
+        if stdin is not None and proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                proc.stdin.write(stdin)
+                await proc.stdin.drain()
+            proc.stdin.close()
+        await proc.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(reader), EOF_GRACE)
+        return bytes(sink)
+    finally:
+        reader.cancel()
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Wait for ``proc`` (already sent SIGTERM) to exit, kill it if it lingers, reap it.
+
+    The caller sends SIGTERM itself before starting this task: when the event
+    loop is shutting down (``asyncio.run`` cancelling every task), this task
+    may be cancelled before it ever runs, and the dialog must still go.
+    """
+    try:
+        await asyncio.wait_for(proc.wait(), KILL_GRACE)
+    except TimeoutError:
+        _kill_if_alive(proc)
+    await proc.wait()
