@@ -92,7 +92,15 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
             )
         for note in result.unenforced if args.verbose else ():
             print(f"ollie-tools call: not enforced: {note}", file=sys.stderr)
-    return result.exit_code
+    return exit_status(result.exit_code)
+
+
+def exit_status(code: int) -> int:
+    """The tool's status; killed by signal N (``-N`` from subprocess) → 128 + N, as shells do.
+
+    ``sys.exit(-9)`` would otherwise exit with 247, which looks like a real status.
+    """
+    return 128 - code if code < 0 else code
 
 
 def register(sub: Any) -> None:

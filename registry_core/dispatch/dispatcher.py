@@ -5,8 +5,9 @@ the executable, then either build the Landlock sandbox (the default) or pass
 the elevation gates (``elevated`` / ``sudo``) and run the tool with its
 arguments as one JSON object on stdin.
 
-Thread-safety: a :class:`Dispatcher` may be used from several threads; the
-sandbox cache is guarded by a lock.
+Thread-safety: a :class:`Dispatcher` may be used from several threads; its
+caches (parsed profiles, effective rules, Landlock rulesets) are guarded by a
+lock.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import dataclasses
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -30,7 +33,7 @@ from registry_core.dispatch.gate import (
     sudo_argv,
 )
 from registry_core.dispatch.output import content_blocks, decode
-from registry_core.dispatch.process import OUTPUT_LIMIT, run_process
+from registry_core.dispatch.process import OUTPUT_LIMIT, ProcessResult, run_process
 from registry_core.dispatch.result import CallResult
 from registry_core.errors import ArgumentsError, ExecutableError
 from registry_core.registry import Registry, Tool
@@ -42,10 +45,13 @@ from registry_core.sandbox import (
     EffectiveRules,
     PathRule,
     SandboxCache,
+    SandboxProfile,
     effective_rules,
     load_profile,
+    parse_profile_text,
     sandbox_env,
 )
+from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 
 DEFAULT_TIMEOUT = 60.0
 
@@ -92,6 +98,74 @@ def sandbox_path(rules: EffectiveRules, path_value: str) -> str:
     return ":".join(d for d in dirs if any(_beneath(d, root) for root in exec_roots))
 
 
+def _read_bounded(path: Path) -> bytes | None:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(MAX_PROFILE_BYTES + 1)
+    except OSError:
+        return None
+
+
+class RulesCache:
+    """Parsed profiles and effective rules, reused while their inputs are unchanged.
+
+    Parsing a YAML profile costs more than running a small tool, so the parse
+    is memoized -- keyed by the file's exact bytes, which are re-read on every
+    call: an edited profile applies to the very next call, with no reliance on
+    timestamps.  Only names that :func:`load_profile` once accepted take the
+    fast path; anything unusual (a missing file, the default not installed
+    yet, an oversized or non-UTF-8 file) goes through :func:`load_profile`,
+    which installs, or raises its precise :class:`ProfileError`.
+
+    Effective rules are a pure function of (profile, environment, cwd) except
+    with ``advanced.ldd``, which inspects files; those are never memoized.
+    Not thread-safe: the dispatcher holds its lock around every use.
+    """
+
+    def __init__(self, max_entries: int = 32) -> None:
+        self._max = max_entries
+        self._known: set[Path] = set()
+        self._profiles: OrderedDict[tuple[str, str, str], SandboxProfile] = OrderedDict()
+        self._rules: OrderedDict[Hashable, EffectiveRules] = OrderedDict()
+
+    def _remember(self, table: OrderedDict[Any, Any], key: Hashable, value: Any) -> None:
+        table[key] = value
+        while len(table) > self._max:
+            table.popitem(last=False)
+
+    def profile(self, env: Mapping[str, str], name: str) -> SandboxProfile:
+        path = paths.sandbox_profile_path(env, name)
+        raw = _read_bounded(path) if path in self._known else None
+        if raw is None or len(raw) > MAX_PROFILE_BYTES:
+            profile = load_profile(env, name)
+            self._known.add(path)
+            return profile
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return load_profile(env, name)
+        key = (text, name, str(path))
+        cached = self._profiles.get(key)
+        if cached is not None:
+            self._profiles.move_to_end(key)
+            return cached
+        profile = parse_profile_text(text, name=name, source=str(path))
+        self._remember(self._profiles, key, profile)
+        return profile
+
+    def rules(self, profile: SandboxProfile, env: Mapping[str, str], cwd: str) -> EffectiveRules:
+        if profile.advanced.ldd:
+            return effective_rules(profile, env, cwd)
+        key = (profile, cwd, frozenset(env.items()))
+        cached = self._rules.get(key)
+        if cached is not None:
+            self._rules.move_to_end(key)
+            return cached
+        rules = effective_rules(profile, env, cwd)
+        self._remember(self._rules, key, rules)
+        return rules
+
+
 @dataclass
 class Dispatcher:
     """Runs tools from a registry snapshot supplied by ``registry``."""
@@ -101,6 +175,7 @@ class Dispatcher:
     gate: ElevationGate = field(default_factory=RefusingGate)
     askpass: str | None = None
     _cache: SandboxCache = field(default_factory=SandboxCache, init=False, repr=False)
+    _rules: RulesCache = field(default_factory=RulesCache, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tool_env(self, registry: Registry) -> dict[str, str]:
@@ -130,14 +205,19 @@ class Dispatcher:
             return self._run_elevated(tool, str(executable), args, stdin, extra, options)
         return self._run_sandboxed(tool, str(executable), stdin, extra, options)
 
-    def _finish(self, tool: Tool, argv: list[str], result: Any, **flags: Any) -> CallResult:
-        stdout = decode(result.stdout, result.stdout_dropped, OUTPUT_LIMIT)
-        stderr = decode(result.stderr, result.stderr_dropped, OUTPUT_LIMIT)
+    def _finish(
+        self,
+        tool: Tool,
+        argv: list[str],
+        result: ProcessResult,
+        options: CallOptions,
+        **flags: Any,
+    ) -> CallResult:
+        # The marker names the limit that actually applied (CallOptions.limit).
+        stdout = decode(result.stdout, result.stdout_dropped, options.limit)
+        stderr = decode(result.stderr, result.stderr_dropped, options.limit)
         if result.timed_out:
-            stderr = (
-                stderr + "\n" if stderr else ""
-            ) + f"timed out after {flags.pop('timeout'):g} s"
-        flags.pop("timeout", None)
+            stderr = (stderr + "\n" if stderr else "") + f"timed out after {options.timeout:g} s"
         blocks, structured = content_blocks(stdout, stderr, result)
         return CallResult(
             tool=tool.name,
@@ -157,13 +237,13 @@ class Dispatcher:
         self, tool: Tool, executable: str, stdin: bytes, extra: dict[str, str], options: CallOptions
     ) -> CallResult:
         cwd = extra["PWD"]
-        profile = load_profile(self.env, options.profile)
-        # Templates see the dispatcher's environment plus the tools path actually in use.
-        rules = effective_rules(profile, {**self.env, **extra}, cwd)
-        # The tool may always run (and read) its own executable, wherever cmd points.
-        own = PathRule(executable, Access.ROX, "tool executable")
-        rules = dataclasses.replace(rules, paths=(*rules.paths, own))
         with self._lock:
+            profile = self._rules.profile(self.env, options.profile)
+            # Templates see the dispatcher's environment plus the tools path actually in use.
+            rules = self._rules.rules(profile, {**self.env, **extra}, cwd)
+            # The tool may always run (and read) its own executable, wherever cmd points.
+            own = PathRule(executable, Access.ROX, "tool executable")
+            rules = dataclasses.replace(rules, paths=(*rules.paths, own))
             sandbox = self._cache.get(rules)
         env = sandbox_env(rules, self.env)
         if "PATH" in env:
@@ -183,7 +263,7 @@ class Dispatcher:
             tool,
             argv,
             result,
-            timeout=options.timeout,
+            options,
             sandboxed=sandbox.enforcing,
             unenforced=sandbox.report.unenforced,
         )
@@ -205,9 +285,7 @@ class Dispatcher:
         result = run_process(
             argv, stdin, env=env, cwd=cwd, timeout=options.timeout, limit=options.limit
         )
-        return self._finish(
-            tool, argv, result, timeout=options.timeout, sandboxed=False, elevated=True
-        )
+        return self._finish(tool, argv, result, options, sandboxed=False, elevated=True)
 
     def _run_sudo(
         self,
@@ -233,9 +311,7 @@ class Dispatcher:
                 result.exit_code == 1 and b"a password is required" in result.stderr
             )
             self.gate.report_sudo(grant.grant, result.exit_code, auth_failed)
-        return self._finish(
-            tool, argv, result, timeout=options.timeout, sandboxed=False, elevated=True, sudo=True
-        )
+        return self._finish(tool, argv, result, options, sandboxed=False, elevated=True, sudo=True)
 
 
 def parallel_safe(registry: Registry, names: list[str]) -> bool:

@@ -10,8 +10,16 @@ from registry_core.dispatch.process import ProcessResult
 ContentBlock = dict[str, Any]
 
 
+def format_size(size: int) -> str:
+    """``10 MiB``, ``64 KiB`` or ``1000 bytes``: exact, never rounded down to ``0 MiB``."""
+    for unit, factor in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"
+
+
 def truncation_marker(dropped: int, limit: int) -> str:
-    return f"\n[output truncated: {dropped} bytes over the {limit // (1024 * 1024)} MiB limit]"
+    return f"\n[output truncated: {dropped} bytes over the {format_size(limit)} limit]"
 
 
 def decode(data: bytes, dropped: int, limit: int) -> str:

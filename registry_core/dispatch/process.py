@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -44,6 +45,30 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.wait(timeout=_KILL_GRACE)
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
+    """The exit status, or ``None`` if the child is still running after ``timeout`` seconds.
+
+    ``Popen.wait(timeout=...)`` polls with growing sleeps, which adds up to
+    milliseconds to every call; a pidfd becomes readable the moment the child
+    exits.
+    """
+    status = proc.poll()
+    if status is not None:
+        return status
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except OSError:  # kernel without pidfd_open (< 5.3): Popen's polling wait
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+    try:
+        exited, _, _ = select.select([pidfd], [], [], timeout)
+    finally:
+        os.close(pidfd)
+    return proc.wait() if exited else None
 
 
 def run_process(
@@ -128,13 +153,12 @@ def run_process(
     if timed_out:
         exit_code = proc.wait()
     else:
-        remaining = max(deadline - time.monotonic(), 0.1)
-        try:
-            exit_code = proc.wait(timeout=remaining)
-        except subprocess.TimeoutExpired:
+        status = _wait(proc, max(deadline - time.monotonic(), 0.1))
+        if status is None:
             timed_out = True
             _kill_group(proc)
-            exit_code = proc.wait()
+            status = proc.wait()
+        exit_code = status
     out_fd, err_fd = list(buffers)
     return ProcessResult(
         exit_code=exit_code,
