@@ -1,7 +1,8 @@
 """Blocking broker client (the dispatcher, ``ollie-askpass``, ``ollie-elevate``, the CLI).
 
 One request at a time per client; ``progress`` notices and replies of
-unknown ops are skipped while waiting for the reply to our id.
+unknown ops are skipped while waiting for the reply to our id.  A socket
+served by another uid (``SO_PEERCRED``) is refused like a missing broker.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.identity import peer_credentials
 from registry_core.elevation.protocol import encode, reply_decoder
 from registry_core.errors import BrokerUnavailableError
 
@@ -30,6 +32,12 @@ class BrokerClient:
             self._sock.close()
             reason = exc.strerror or str(exc)
             raise BrokerUnavailableError(f"no broker on {path}: {reason}") from exc
+        # The server must be us too: a socket another user planted (e.g. in a
+        # /tmp fallback runtime directory) could otherwise forge approvals.
+        _pid, uid, _gid = peer_credentials(self._sock)
+        if uid != os.getuid():
+            self._sock.close()
+            raise BrokerUnavailableError(f"{path} is served by uid {uid}, not by you: not using it")
         self._decoder = reply_decoder()
         self._backlog: list[m.Reply] = []
         self._ids = itertools.count(1)

@@ -28,12 +28,23 @@ class RequestFacts:
     mismatches: tuple[str, ...]
 
 
+def _is_program(arg0: str, name: str, default: str) -> bool:
+    """Does ``arg0`` run the broker's own ``name``?  A bare name is taken at its word
+    (it is looked up on the requester's PATH); a path must be that very file."""
+    if os.path.basename(arg0) != name:
+        return False
+    if "/" not in arg0:
+        return True
+    own = shutil.which(name) or default
+    return os.path.realpath(arg0) == os.path.realpath(own)
+
+
 def _code_facts(req: m.ElevateRequest) -> RequestFacts:
     bash = shutil.which("bash") or "/bin/bash"
     real = os.path.realpath(bash)
     mismatches: list[str] = []
     argv = list(req.argv)
-    if len(argv) != 3 or os.path.basename(argv[0]) != "bash" or argv[1] != "-c":
+    if len(argv) != 3 or not _is_program(argv[0], "bash", bash) or argv[1] != "-c":
         mismatches.append(f"argv {argv!r} is not bash -c <code>")
     elif argv[2] != req.code:
         mismatches.append("the code in argv differs from the code shown")
@@ -62,7 +73,7 @@ def gather_facts(registry: Registry, req: m.ElevateRequest) -> RequestFacts:
         expected = ["sudo", "-A", "--", executable]
         ok = (
             len(argv) == 4
-            and os.path.basename(argv[0]) == "sudo"
+            and _is_program(argv[0], "sudo", "/usr/bin/sudo")
             and argv[1:3] == ["-A", "--"]
             and argv[3] == executable
         )

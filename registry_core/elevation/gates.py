@@ -23,6 +23,7 @@ from registry_core.dispatch.gate import Authorization, ElevationRequest, Refusin
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient, broker_alive
 from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
+from registry_core.secure import harden_process
 
 GRANT_ENV = "OLLIE_GRANT"
 
@@ -73,6 +74,8 @@ class InProcessBroker:
         from registry_core.elevation.assembly import build_broker
         from registry_core.elevation.server import BrokerServer
 
+        # This process will hold the sudo password: no core dumps, no ptrace.
+        harden_process()
         self._dir = Path(tempfile.mkdtemp(prefix="ollie-broker-"))
         os.chmod(self._dir, 0o700)
         self.path = self._dir / "elevate.sock"
@@ -112,11 +115,14 @@ class InProcessGate(BrokerGate):
         self.broker.close()
 
 
-def choose_gate(env: Mapping[str, str]) -> BrokerGate | RefusingGate:
-    """The running broker if one answers, else an in-process one, else a refusal."""
+def choose_gate(env: Mapping[str, str], host: str | None = None) -> BrokerGate | RefusingGate:
+    """The running broker if one answers, else an in-process one, else a refusal.
+
+    ``host`` is sent with each request (this machine's name, for a broker that
+    may sit at the other end of an ollie-remote forward)."""
     path = paths.elevate_socket(env)
     if broker_alive(path):
-        return BrokerGate(path)
+        return BrokerGate(path, host=host)
     from registry_core.elevation.prompters.select import fallback_chain
 
     if not fallback_chain(env):
@@ -129,13 +135,14 @@ def choose_gate(env: Mapping[str, str]) -> BrokerGate | RefusingGate:
 class LazyGate:
     """Chooses (and starts) a gate only when a call actually needs elevation."""
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], host: str | None = None) -> None:
         self._env = dict(env)
+        self._host = host
         self._gate: BrokerGate | RefusingGate | None = None
 
     def _chosen(self) -> BrokerGate | RefusingGate:
         if self._gate is None:
-            self._gate = choose_gate(self._env)
+            self._gate = choose_gate(self._env, self._host)
         return self._gate
 
     def authorize(self, request: ElevationRequest) -> Authorization:
