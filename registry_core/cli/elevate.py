@@ -15,9 +15,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from registry_core.dispatch import ElevationRequest, Kind
-from registry_core.elevation.facts import REQUEST_CODE_TOOL
+from registry_core.dispatch.gate import ElevationRequest, Kind
 from registry_core.elevation.gates import InProcessGate, choose_gate
+from registry_core.elevation.messages import REQUEST_CODE_TOOL
 from registry_core.errors import ElevationDeniedError
 
 EXIT_DENIED = 77

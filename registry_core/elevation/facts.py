@@ -15,8 +15,7 @@ from registry_core.elevation import messages as m
 from registry_core.elevation.policies import file_sha256
 from registry_core.registry import Registry
 
-REQUEST_CODE_TOOL = "execute_code"
-"""The pseudo tool of ``ollie-elevate`` (ollie-core's ``x/elevate`` plugin): bash code."""
+REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ MAX_ID_LENGTH = 256
 MAX_SAFE_INT = 2**53 - 1
 """Integers on the wire stay within ±this, so every JSON implementation keeps them exact."""
 
+REQUEST_CODE_TOOL = "execute_code"
+"""The pseudo tool of ``ollie-elevate`` (ollie-core's ``x/elevate`` plugin): bash code."""
+
 MAX_TIMEOUT = 86400.0
 """Largest ``timeout`` an ``elevate`` request may carry (one day, in seconds)."""
 
