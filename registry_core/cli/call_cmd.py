@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from registry_core.cli.gates import askpass_program, make_gate
-from registry_core.dispatch import CallOptions, Dispatcher
 from registry_core.errors import (
     ArgumentsError,
     ElevationDeniedError,
@@ -51,6 +49,10 @@ def read_args(spec: str | None, stdin: TextIO) -> Any:
 
 
 def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    # Imported here: `ollie-tools list/show/check` start without jsonschema or the sandbox.
+    from registry_core.cli.gates import askpass_program, make_gate
+    from registry_core.dispatch import CallOptions, Dispatcher
+
     try:
         call_args = read_args(args.args, sys.stdin)
     except UsageError as exc:
