@@ -26,8 +26,10 @@ from ollie_tray import autostart
 from ollie_tray.icons import icon
 from ollie_tray.notify import Notifier
 from ollie_tray.prompter import PrompterSettings, QtPrompter
+from ollie_tray.remote_hosts import RemoteHosts
 from ollie_tray.secrets import PasswordVault
 from ollie_tray.signals import SignalBridge
+from ollie_tray.state_report import STATE_FILE_ENV, StateReport
 from ollie_tray.tray import TrayActions, TrayIcon
 from registry_core import paths
 from registry_core.cli.gates import askpass_program
@@ -40,6 +42,8 @@ from registry_core.elevation.server import BrokerAlreadyRunningError, BrokerServ
 from registry_core.errors import ElevationError
 from registry_core.registry import RegistryLoader
 from registry_core.registry.watch import DirectoryWatcher
+from registry_core.remote.identify import make_identifier
+from registry_core.remote.state import state_dir as remote_state_dir
 
 log = logging.getLogger(__name__)
 FULL_RESCAN_MS = 30_000
@@ -85,7 +89,14 @@ class TrayApp:
             audit=self.audit,
             config=BrokerConfig(host=self.host, prompt_timeout=float(options.countdown_s)),
         )
-        self.server = BrokerServer(self.broker, self.socket_path, on_open_browser=self.show_browser)
+        self.server = BrokerServer(
+            self.broker,
+            self.socket_path,
+            on_open_browser=self.show_browser,
+            # Connections forwarded by ollie-remote are labelled remote (docs/remote.md).
+            identify=make_identifier(remote_state_dir(env)),
+        )
+        self.remote = RemoteHosts(env, notify=self._tray_message)
         self.events = _Events()
         self._quit = asyncio.Event()
         self._known_pending: set[str] = set()
@@ -114,6 +125,16 @@ class TrayApp:
         self._rescan.setInterval(FULL_RESCAN_MS)
         self._rescan.timeout.connect(self._full_rescan)
         self._signals = SignalBridge(self._on_signal, (signal.SIGTERM, signal.SIGINT))
+        # Test hook, off by default: see ollie_tray/state_report.py.
+        self._state_report: StateReport | None = None
+        if env.get(STATE_FILE_ENV):
+            self._state_report = StateReport(
+                Path(env[STATE_FILE_ENV]),
+                browser=lambda: self._windows.get("browser"),
+                pending=lambda: len(self.broker.pending),
+                tray_state=lambda: self.tray.state.value if self.tray is not None else None,
+            )
+            self._state_report.start()
 
     # --- wiring helpers ---------------------------------------------------------
 
@@ -127,6 +148,9 @@ class TrayApp:
             set_autostart=self.set_autostart,
             autostart_enabled=lambda: autostart.is_enabled(self.env),
             quit=self.quit,
+            remote_hosts=self.remote.menu_entries,
+            connect_remote=self.remote.ask_and_connect,
+            disconnect_remote=self.remote.disconnect_host,
         )
 
     def _problem(self, text: str) -> None:
@@ -199,7 +223,9 @@ class TrayApp:
                 gate=gate,
                 askpass=askpass_program(),
             )
-            return BrowserWindow(self.loader, dispatcher=dispatcher, policies=self.policies)
+            return BrowserWindow(
+                self.loader, dispatcher=dispatcher, policies=self.policies, env=self.env
+            )
 
         self._show("browser", make)
 
@@ -267,12 +293,15 @@ class TrayApp:
 
     async def shutdown(self) -> None:
         """Deny everything pending, remove the socket, close windows and the bus."""
+        if self._state_report is not None:
+            self._state_report.stop()
         await self.server.close()
         self._rescan.stop()
         if self._watcher is not None:
             asyncio.get_running_loop().remove_reader(self._watcher.fileno())
             self._watcher.close()
         await self.notifier.close()
+        self.remote.shutdown()
         for window in self._windows.values():
             window.close()
         if self.tray is not None:

@@ -28,6 +28,11 @@ class TrayActions:
     set_autostart: Callable[[bool], None]
     autostart_enabled: Callable[[], bool]
     quit: Callable[[], None]
+    # ollie-remote (optional): (host, state words) of live connections, read when
+    # the "Remote hosts" submenu opens; "Connect to…"; "Disconnect HOST".
+    remote_hosts: Callable[[], list[tuple[str, str]]] | None = None
+    connect_remote: Callable[[], None] | None = None
+    disconnect_remote: Callable[[str], None] | None = None
 
 
 def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
@@ -53,6 +58,12 @@ class TrayIcon(QSystemTrayIcon):
         self.setContextMenu(self.menu)
         self.activated.connect(self._activated)
         self._pending: list[Pending] = []
+        # One submenu for the icon's lifetime, refilled whenever it opens.
+        self.remote_menu = QMenu("&Remote hosts")
+        self.remote_menu.setAccessibleName("Remote hosts")
+        self.remote_menu.aboutToShow.connect(self.rebuild_remote_menu)
+        if actions.remote_hosts is not None:
+            self.rebuild_remote_menu()
         self.rebuild_menu()
         self.update_state()
 
@@ -101,8 +112,10 @@ class TrayIcon(QSystemTrayIcon):
         menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)
         menu.addAction("&Policies…").triggered.connect(self.actions.policies)
         menu.addAction("&Audit log…").triggered.connect(self.actions.audit_log)
+        if self.actions.remote_hosts is not None:
+            menu.addMenu(self.remote_menu)
         menu.addSeparator()
-        pause = QAction("&Pause (deny everything)", menu)
+        pause = QAction("Pause (&deny everything)", menu)  # P is &Policies…
         pause.setCheckable(True)
         pause.setChecked(self.paused)
         pause.toggled.connect(self._toggle_pause)
@@ -114,6 +127,31 @@ class TrayIcon(QSystemTrayIcon):
         menu.addAction(autostart)
         menu.addSeparator()
         menu.addAction("&Quit").triggered.connect(self.actions.quit)
+
+    def rebuild_remote_menu(self) -> None:
+        """Connected hosts (from ollie-remote's state files, read now), each with
+        Disconnect, then "Connect to…"."""
+        menu = self.remote_menu
+        menu.clear()
+        hosts = self.actions.remote_hosts() if self.actions.remote_hosts is not None else []
+        if not hosts:
+            menu.addAction("No remote hosts connected").setEnabled(False)
+        for host, state in hosts:
+            menu.addAction(f"{host} — {state}").setEnabled(False)
+            disconnect = menu.addAction(f"Disconnect {host}")
+            disconnect.triggered.connect(lambda _=False, h=host: self._disconnect_remote(h))
+        menu.addSeparator()
+        connect = menu.addAction("&Connect to…")
+        connect.setEnabled(self.actions.connect_remote is not None)
+        connect.triggered.connect(self._connect_remote)
+
+    def _connect_remote(self) -> None:
+        if self.actions.connect_remote is not None:
+            self.actions.connect_remote()
+
+    def _disconnect_remote(self, host: str) -> None:
+        if self.actions.disconnect_remote is not None:
+            self.actions.disconnect_remote(host)
 
     def _toggle_pause(self, paused: bool) -> None:
         self.paused = paused

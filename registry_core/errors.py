@@ -129,3 +129,27 @@ class ElevationDeniedError(ElevationError):
 
 class PolicyError(ElevationError):
     """The remembered-policy store is invalid or could not be written."""
+
+
+# --- remote hosts (ollie-remote) ---------------------------------------------
+
+
+class RemoteError(OllieError):
+    """Deploying to or connecting with another host over SSH failed."""
+
+
+class SshError(RemoteError):
+    """An ``ssh`` (or ``rsync`` over ssh) command failed; ``stderr`` holds its last words."""
+
+    def __init__(self, message: str, returncode: int | None = None, stderr: str = "") -> None:
+        self.returncode = returncode
+        self.stderr = stderr
+        super().__init__(message)
+
+
+class HostKeyError(SshError):
+    """The remote host key is unknown or changed: never accepted blindly."""
+
+
+class SshAuthError(SshError):
+    """The remote host refused our keys (BatchMode: no password prompts)."""

@@ -110,7 +110,7 @@ class RemoteFetcher(QObject):
     ) -> None:
         super().__init__(parent)
         self.env = dict(env)
-        self._fetch = fetch or self._over_ssh
+        self.fetch = fetch or self._over_ssh  # replaceable (tests)
         self._threads: list[threading.Thread] = []
 
     def _over_ssh(self, host: str) -> Registry:
@@ -124,7 +124,7 @@ class RemoteFetcher(QObject):
 
     def _work(self, host: str) -> None:
         try:
-            registry = self._fetch(host)
+            registry = self.fetch(host)
         except OllieError as exc:
             self.failed.emit(host, str(exc))
         except Exception as exc:  # a worker must report, never die silently

@@ -188,6 +188,8 @@ class ApprovalDialog(QDialog):
         cwd = t.MonoBox(c.visible(r.cwd), "Working directory", max_lines=3, framed=False)
         form.add_row("Working dir", cwd)
         where = "this computer" if not r.remote else "remote host"
+        if r.claimed_host:  # ollie-remote named the host; the remote said otherwise
+            where += f"; it calls itself {r.claimed_host}"
         form.add_row("Host", t.value_label(f"{r.host}  ({where})", "Host"))
         column.addLayout(form)
 

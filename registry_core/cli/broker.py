@@ -20,6 +20,8 @@ from registry_core.elevation.core import BrokerConfig
 from registry_core.elevation.prompters.select import FRONT_ENDS
 from registry_core.elevation.server import BrokerServer
 from registry_core.errors import ElevationError
+from registry_core.remote.identify import make_identifier
+from registry_core.remote.state import state_dir as remote_state_dir
 from registry_core.secure import harden_process
 
 
@@ -62,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = args.socket or paths.elevate_socket(env)
     try:
         broker = build_broker(env, args.front_end, config=BrokerConfig(prompt_timeout=args.timeout))
-        asyncio.run(serve(BrokerServer(broker, path)))
+        identify = make_identifier(remote_state_dir(env))  # ollie-remote forwards
+        asyncio.run(serve(BrokerServer(broker, path, identify=identify)))
     except (ElevationError, ValueError) as exc:
         print(f"ollie-broker: {exc}", file=sys.stderr)
         return 1

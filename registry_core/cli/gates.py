@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import shutil
+import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -10,10 +12,23 @@ from pathlib import Path
 from registry_core.dispatch import ElevationGate
 from registry_core.elevation.gates import LazyGate
 
+# protocol.md §6.2: what an elevate request's ``host`` may hold.
+_HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
+
+
+def this_host() -> str | None:
+    """This machine's name as requests carry it (``None`` if the protocol cannot)."""
+    name = socket.gethostname()
+    return name if _HOST_RE.fullmatch(name) else None
+
 
 def make_gate(env: Mapping[str, str]) -> ElevationGate:
-    """Nothing is contacted until a call needs elevation."""
-    return LazyGate(env)
+    """Nothing is contacted until a call needs elevation.
+
+    Requests carry this machine's name: on a remote host the broker at the other
+    end of the ollie-remote forward shows it (as the host's claim; the broker
+    names the host from its own record)."""
+    return LazyGate(env, host=this_host())
 
 
 def askpass_program() -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,7 @@ from registry_core.cli.check import run_check
 from registry_core.errors import OllieError, ToolNotFoundError
 from registry_core.paths import tools_path
 from registry_core.registry import Registry, RegistryLoader
-from registry_core.registry.serialize import tool_details, tool_summary
+from registry_core.registry.serialize import registry_dump, tool_details, tool_summary
 
 EXIT_USAGE = 2
 
@@ -51,6 +52,13 @@ def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     return 0
 
 
+def cmd_dump(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    """Every tool's details at once: what ``ollie-remote`` and the Tool Browser read."""
+    json.dump(registry_dump(_registry(env), socket.gethostname()), out, indent=2)
+    out.write("\n")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     targets = [Path(p) for p in args.paths] or tools_path(env)
     return run_check(targets, out)
@@ -72,6 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("dump", help="the whole registry with every tool's details, as JSON")
+    p.add_argument("--json", action="store_true", help="JSON output (the only format)")
+    p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="lint .meta files (exit 0 only without errors)")
     p.add_argument("paths", nargs="*", help=".meta files or directories (default: tools path)")

@@ -99,9 +99,11 @@ class Broker:
 
     # --- elevate -------------------------------------------------------------
 
-    def _facts(self, req: m.ElevateRequest) -> RequestFacts:
+    def _facts(self, req: m.ElevateRequest, requester: Requester) -> RequestFacts:
+        # A forwarded request runs a file deployed to the remote tools directory.
+        remote_dir = requester.tools_dir if requester.remote and requester.tools_dir else None
         try:
-            return gather_facts(self.registry(), req)
+            return gather_facts(self.registry(), req, remote_tools_dir=remote_dir)
         except ToolNotFoundError as exc:
             raise m.MessageError(m.ErrorCode.UNKNOWN_TOOL, str(exc), req.id) from exc
         except ToolUnavailableError as exc:
@@ -110,7 +112,14 @@ class Broker:
     def _approval_request(
         self, req: m.ElevateRequest, requester: Requester, facts: RequestFacts
     ) -> ApprovalRequest:
-        host = req.host or self.config.host
+        claimed: str | None = None
+        if requester.remote and requester.host:
+            # Forwarded by ollie-remote: the host is our own record, the request's
+            # ``host`` only a claim (see registry_core/remote/identify.py).
+            host = requester.host
+            claimed = req.host if req.host and req.host != host else None
+        else:
+            host = req.host or self.config.host
         timeout = self.config.prompt_timeout
         if req.timeout is not None:
             timeout = min(timeout, req.timeout)
@@ -130,7 +139,8 @@ class Broker:
             timeout=timeout,
             code=req.code,
             mismatches=facts.mismatches,
-            remote=host != self.config.host,
+            remote=requester.remote or host != self.config.host,
+            claimed_host=claimed,
         )
 
     def _policy_decision(self, ar: ApprovalRequest) -> m.DecisionReply | None:
@@ -173,7 +183,7 @@ class Broker:
         progress: Callable[[m.ProgressState], None] | None = None,
     ) -> m.DecisionReply:
         """Decide one request; raises MessageError for unknown or unusable tools."""
-        ar = self._approval_request(req, requester, self._facts(req))
+        ar = self._approval_request(req, requester, self._facts(req, requester))
         reply = await self._decide(ar, progress)
         return m.DecisionReply(
             id=req.id,
@@ -272,7 +282,7 @@ class Broker:
             id=f"{grant.approval.id}.p{grant.attempts}",
             approval=grant.approval,
             prompt=req.prompt,
-            user=_user_name(grant.approval.requester.uid),
+            user=grant.approval.requester.user or _user_name(grant.approval.requester.uid),
             attempt=grant.attempts,
         )
         try:

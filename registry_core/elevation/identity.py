@@ -41,6 +41,10 @@ class Requester:
     parents: tuple[ProcessInfo, ...] = field(default=())
     host: str = ""
     remote: bool = False
+    # The account on the remote host (ollie-remote's record), for the password dialog,
+    # and the tools directory there (requests run files deployed into it).
+    user: str = ""
+    tools_dir: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {

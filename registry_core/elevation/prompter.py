@@ -67,6 +67,9 @@ class ApprovalRequest:
     code: str | None = None
     mismatches: tuple[str, ...] = ()
     remote: bool = False
+    # What a verified remote (an ollie-remote forward) said its host name is,
+    # when that differs from ``host`` (which comes from our own record).
+    claimed_host: str | None = None
 
     @property
     def what(self) -> str:

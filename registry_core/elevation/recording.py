@@ -31,6 +31,7 @@ def record_decision(
         remember=remember,
         request_id=ar.id,
         remote=ar.remote,
+        claimed_host=ar.claimed_host,
         executable=ar.executable,
         sha256=ar.sha256,
         argv=ar.argv,

@@ -31,6 +31,9 @@ from registry_core.errors import ElevationError
 
 log = logging.getLogger(__name__)
 _READ_CHUNK = 65536
+# Many clients may connect at once (an agent's parallel calls, 500+ in the tests);
+# a short backlog makes non-blocking connects fail (asyncio clients get ENOTCONN).
+_BACKLOG = socket.SOMAXCONN
 
 
 class BrokerAlreadyRunningError(ElevationError):
@@ -84,7 +87,7 @@ def bind_socket(path: Path) -> socket.socket:
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)
-    sock.listen(128)
+    sock.listen(_BACKLOG)
     sock.setblocking(False)
     return sock
 
@@ -101,14 +104,19 @@ class _Connection:
         self.tasks: set[asyncio.Task[None]] = set()
         self.requester: Requester | None = None
 
-    async def send(self, message: m.Reply) -> None:
+    def write(self, message: m.Reply) -> None:
+        """Queue ``message`` at once, so what is written first arrives first."""
         try:
             data = encode(message)
         except m.MessageError as exc:
             data = encode(m.ErrorReply(id=message.id, code=exc.code, message=exc.message))
+        if not self.writer.is_closing():
+            self.writer.write(data)
+
+    async def send(self, message: m.Reply) -> None:
+        self.write(message)
         if self.writer.is_closing():
             return
-        self.writer.write(data)
         with contextlib.suppress(ConnectionError):
             await self.writer.drain()
 
@@ -123,7 +131,8 @@ class _Connection:
                 )
             )
             return
-        self.requester = describe_peer(pid, uid, gid, self.server.broker.config.host)
+        identify = self.server.identify or describe_peer
+        self.requester = identify(pid, uid, gid, self.server.broker.config.host)
         decoder = request_decoder()
         while True:
             try:
@@ -157,9 +166,8 @@ class _Connection:
             elif isinstance(req, m.ElevateRequest):
 
                 def progress(state: m.ProgressState) -> None:
-                    asyncio.get_running_loop().create_task(
-                        self.send(m.ProgressNotice(id=req.id, state=state))
-                    )
+                    # Written now, not from a task: a notice must precede the decision.
+                    self.write(m.ProgressNotice(id=req.id, state=state))
 
                 reply = await broker.elevate(req, self.requester, progress)
             elif isinstance(req, m.AskpassRequest):
@@ -210,10 +218,14 @@ class BrokerServer:
         path: Path,
         *,
         on_open_browser: Callable[[], None] | None = None,
+        identify: Callable[[int, int, int, str], Requester] | None = None,
     ) -> None:
         self.broker = broker
         self.path = path
         self.on_open_browser = on_open_browser
+        # Who a peer is (pid, uid, gid, broker host → Requester); default describe_peer.
+        # ollie-remote's hook labels connections forwarded over ssh as remote.
+        self.identify = identify
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
         self._inode: int | None = None
@@ -222,7 +234,9 @@ class BrokerServer:
     async def start(self) -> None:
         sock = bind_socket(self.path)
         self._inode = os.stat(self.path).st_ino
-        self._server = await asyncio.start_unix_server(self._accept, sock=sock, limit=m.MAX_FRAME)
+        self._server = await asyncio.start_unix_server(
+            self._accept, sock=sock, limit=m.MAX_FRAME, backlog=_BACKLOG
+        )
 
     def open_browser(self, req: m.OpenBrowserRequest) -> m.Reply:
         if self.on_open_browser is None:

@@ -242,6 +242,8 @@ def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> Pro
         sha = f"sha256 {request.short_sha}…" if request.sha256 else "sha256 unknown"
         executable = (clean(request.executable), sha)
     host = clean(request.host) + ("  (REMOTE)" if request.remote else "")
+    if request.claimed_host:
+        host += f"  (it calls itself {clean(request.claimed_host)})"
     fields = [
         Field("Tool", (f"{tool} — {description}" if description else tool,)),
         Field("Variant", (str(request.variant) if request.variant is not None else "default",)),
