@@ -119,7 +119,11 @@ class Broker:
             host = requester.host
             claimed = req.host if req.host and req.host != host else None
         else:
-            host = req.host or self.config.host
+            # A local connection: this host, whatever the request claims. Trusting the
+            # claim would let any local process (a sandboxed tool can reach the socket)
+            # ride on another host's remembered allows.
+            host = self.config.host
+            claimed = req.host if req.host and req.host != host else None
         timeout = self.config.prompt_timeout
         if req.timeout is not None:
             timeout = min(timeout, req.timeout)

@@ -240,8 +240,22 @@ def test_policy_is_per_kind_and_host(setup: Setup) -> None:
     replies = decide(broker, setup, sudo_req, remote)
     assert [r.by for r in replies] == [m.DecidedBy.USER, m.DecidedBy.USER]
     assert [a.tool for a in prompter.asked] == ["rooty", "rooty"]
-    assert prompter.asked[1].remote
-    assert prompter.asked[1].host == "elsewhere"
+    # A local connection's host claim is shown, never trusted.
+    assert not prompter.asked[1].remote
+    assert prompter.asked[1].host == HOST
+    assert prompter.asked[1].claimed_host == "elsewhere"
+
+
+def test_a_local_claim_of_another_host_cannot_use_its_allows(setup: Setup) -> None:
+    exe = setup.exe("greet")
+    setup.policies.remember(
+        "greet", m.Kind.SANDBOX, "build-server", Remember.ALWAYS, exe, file_sha256(exe)
+    )
+    prompter = FakePrompter([Approval(False)])
+    broker = setup.broker(prompter)
+    [reply] = decide(broker, setup, setup.request("greet", host="build-server"))
+    assert reply.by is m.DecidedBy.USER
+    assert prompter.asked[0].host == HOST
 
 
 @pytest.mark.parametrize(
