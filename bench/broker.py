@@ -20,7 +20,10 @@ correctness (target: all correct).
 
 The broker's registry is a snapshot loaded once, as the tray keeps a live one
 (``--rescan`` makes it rescan the tools directory per request, as the
-headless ``ollie-broker`` does; informational).
+headless ``ollie-broker`` does; informational).  The tools are written just
+before the run, and the broker hashes an executable changed in the last two
+seconds on every request (:class:`~registry_core.elevation.facts.Sha256Cache`);
+installed tools are older, so the run waits that long first.
 
 Usage::
 
@@ -51,6 +54,7 @@ if str(REPO) not in sys.path:
 
 from registry_core.elevation.audit import AuditLog  # noqa: E402
 from registry_core.elevation.core import Broker, BrokerConfig  # noqa: E402
+from registry_core.elevation.facts import SHA256  # noqa: E402
 from registry_core.elevation.messages import Kind  # noqa: E402
 from registry_core.elevation.policies import PolicyStore, file_sha256  # noqa: E402
 from registry_core.elevation.prompter import Remember  # noqa: E402
@@ -253,6 +257,7 @@ def main() -> int:
     thread = LoopThread()
     try:
         make, tools = build_broker(base, args.rescan)
+        time.sleep(SHA256.racy_ns / 1e9 + 0.1)  # let the new executables settle (see above)
         broker_path = base / "run" / "ollie" / "elevate.sock"
         echo_path = base / "echo.sock"
 

@@ -12,38 +12,33 @@ from __future__ import annotations
 import datetime as dt
 import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QModelIndex,
-    QObject,
-    QPersistentModelIndex,
-    QSortFilterProxyModel,
-    Qt,
-)
-from PySide6.QtGui import QColor, QShowEvent
+from PySide6.QtCore import QObject, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
-    QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from ollie_tray.dialogs import common as c
+from ollie_tray.windows.common import (
+    DecisionTableModel,
+    Index,
+    decision_table,
+    status_label,
+    window_layout,
+)
 from registry_core.elevation.audit import AuditError, AuditRecord
 from registry_core.elevation.messages import Decision
 
 COLUMNS = ("Time", "Tool", "Kind", "Host", "Decision", "By", "Requester", "Reason")
 DECISION_COLUMN = 4
 DECISION_FILTERS = (("All decisions", None), ("Allowed", Decision.ALLOW), ("Denied", Decision.DENY))
-_Index = QModelIndex | QPersistentModelIndex
 
 
 class AuditSource(Protocol):
@@ -62,51 +57,23 @@ def requester_text(record: AuditRecord) -> str:
     return f"{record.requester.pid} {exe}"
 
 
-class AuditTableModel(QAbstractTableModel):
+class AuditTableModel(DecisionTableModel[AuditRecord]):
     """Records newest first; ``UserRole`` gives the :class:`AuditRecord` (or the sort key)."""
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self._records: list[AuditRecord] = []
+    columns = COLUMNS
+    decision_column = DECISION_COLUMN
 
     def set_records(self, records: Sequence[AuditRecord]) -> None:
         """``records`` oldest first (as the log gives them); shown newest first."""
-        self.beginResetModel()
-        self._records = sorted(records, key=lambda r: r.time, reverse=True)
-        self.endResetModel()
+        self.set_rows(sorted(records, key=lambda r: r.time, reverse=True))
 
     def record(self, row: int) -> AuditRecord:
-        return self._records[row]
+        return self.row_item(row)
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
-        return 0 if parent.isValid() else len(self._records)
+    def tooltip(self, record: AuditRecord, column: int) -> str:
+        return _details(record)
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if orientation is Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._records):
-            return None
-        record = self._records[index.row()]
-        column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return c.visible(self._text(record, column))
-        if role == Qt.ItemDataRole.UserRole:
-            return record
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return _details(record)
-        if role == Qt.ItemDataRole.ForegroundRole and column == DECISION_COLUMN:
-            return QColor(c.GREEN if record.decision is Decision.ALLOW else c.RED)
-        return None
-
-    def _text(self, record: AuditRecord, column: int) -> str:
+    def text(self, record: AuditRecord, column: int) -> str:
         texts = (
             local_time(record.time),
             record.tool,
@@ -155,7 +122,7 @@ class AuditFilterProxy(QSortFilterProxyModel):
             self._decision = decision
             self.invalidateRowsFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
+    def filterAcceptsRow(self, source_row: int, source_parent: Index) -> bool:
         if self._decision is not None:
             model = self.sourceModel()
             assert isinstance(model, AuditTableModel)
@@ -197,21 +164,9 @@ class AuditWindow(QWidget):
         self.refresh_button.setAccessibleName("Reload the audit log")
         self.refresh_button.clicked.connect(self.refresh)
 
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
-        self.table.setAccessibleName("Recent decisions table")
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setStretchLastSection(True)
+        self.table = decision_table(self.proxy, "Recent decisions table")
 
-        self.status_label = QLabel()
-        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.status_label.setAccessibleName("Status")
+        self.status_label = status_label()
         self.proxy.rowsInserted.connect(self._update_status)
         self.proxy.rowsRemoved.connect(self._update_status)
         self.proxy.modelReset.connect(self._update_status)
@@ -225,9 +180,7 @@ class AuditWindow(QWidget):
         controls.addWidget(self.decision_combo)
         controls.addWidget(self.refresh_button)
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(14, 12, 14, 12)
-        layout.setSpacing(8)
+        layout = window_layout(self)
         layout.addLayout(controls)
         layout.addWidget(self.table, 1)
         layout.addWidget(self.status_label)

@@ -18,20 +18,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from PySide6.QtCore import (
-    QAbstractTableModel,
-    QItemSelection,
-    QItemSelectionModel,
-    QModelIndex,
-    QObject,
-    QPersistentModelIndex,
-    Qt,
-    QTimer,
-    Signal,
-)
-from PySide6.QtGui import QColor, QHideEvent, QShowEvent
+from PySide6.QtCore import QItemSelection, QItemSelectionModel, QObject, QTimer, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -40,12 +30,16 @@ from PySide6.QtWidgets import (
     QLabel,
     QMessageBox,
     QPushButton,
-    QTableView,
-    QVBoxLayout,
     QWidget,
 )
 
 from ollie_tray.dialogs import common as c
+from ollie_tray.windows.common import (
+    DecisionTableModel,
+    decision_table,
+    status_label,
+    window_layout,
+)
 from registry_core.elevation.messages import Decision, Kind
 from registry_core.elevation.policy_file import Policy, PolicyKey, iso_time
 from registry_core.elevation.prompter import Remember
@@ -53,7 +47,6 @@ from registry_core.errors import PolicyError
 
 COLUMNS = ("Tool", "Kind", "Host", "Decision", "Expires", "Bound executable")
 DURATION_CHOICES = (Remember.MINUTES_15, Remember.HOUR, Remember.ALWAYS)
-_Index = QModelIndex | QPersistentModelIndex
 
 
 class PolicySource(Protocol):
@@ -97,52 +90,24 @@ def executable_text(policy: Policy) -> str:
     return f"{policy.executable or '?'}  (sha256 {sha})" if sha else policy.executable or "?"
 
 
-class PolicyTableModel(QAbstractTableModel):
+class PolicyTableModel(DecisionTableModel[Policy]):
     """A read-only table over a snapshot of policies; ``UserRole`` gives the :class:`Policy`."""
+
+    columns = COLUMNS
+    decision_column = 3
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self._policies: list[Policy] = []
         self._now = 0.0
 
     def set_policies(self, policies: Sequence[Policy], now: float) -> None:
-        self.beginResetModel()
-        self._policies = list(policies)
         self._now = now
-        self.endResetModel()
+        self.set_rows(policies)
 
     def policy(self, row: int) -> Policy:
-        return self._policies[row]
+        return self.row_item(row)
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008 (Qt's signature)
-        return 0 if parent.isValid() else len(self._policies)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if orientation is Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or not 0 <= index.row() < len(self._policies):
-            return None
-        policy = self._policies[index.row()]
-        column = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return c.visible(self._text(policy, column))
-        if role == Qt.ItemDataRole.UserRole:
-            return policy
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tooltip(policy, column)
-        if role == Qt.ItemDataRole.ForegroundRole and column == 3:
-            return QColor(c.GREEN if policy.decision is Decision.ALLOW else c.RED)
-        return None
-
-    def _text(self, policy: Policy, column: int) -> str:
+    def text(self, policy: Policy, column: int) -> str:
         texts = (
             policy.tool,
             kind_text(policy.kind),
@@ -153,7 +118,7 @@ class PolicyTableModel(QAbstractTableModel):
         )
         return texts[column]
 
-    def _tooltip(self, policy: Policy, column: int) -> str:
+    def tooltip(self, policy: Policy, column: int) -> str:
         if column == 4:
             when = "" if policy.expires is None else f", until {iso_time(policy.expires)}"
             return f"{policy.remember.label}{when}"
@@ -192,19 +157,11 @@ class PoliciesWindow(QWidget):
         intro.setAccessibleName("About remembered decisions")
 
         self.model = PolicyTableModel(self)
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setAccessibleName("Remembered decisions table")
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table = decision_table(self.model, "Remembered decisions table")
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().setVisible(False)
-        header = self.table.horizontalHeader()
-        header.setStretchLastSection(True)
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(
+            len(COLUMNS) - 1, QHeaderView.ResizeMode.Stretch
+        )
 
         self.revoke_button = QPushButton("&Revoke")
         self.revoke_button.setAccessibleName("Revoke the selected decisions")
@@ -222,10 +179,8 @@ class PoliciesWindow(QWidget):
         self.change_button.setAccessibleName("Change the duration of the selected decisions")
         self.change_button.clicked.connect(self.change_selected)
 
-        self.status_label = QLabel()
-        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label = status_label()
         self.status_label.setWordWrap(True)
-        self.status_label.setAccessibleName("Status")
 
         buttons = QHBoxLayout()
         buttons.addWidget(self.revoke_button)
@@ -235,9 +190,7 @@ class PoliciesWindow(QWidget):
         buttons.addWidget(self.duration_combo)
         buttons.addWidget(self.change_button)
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(14, 12, 14, 12)
-        layout.setSpacing(8)
+        layout = window_layout(self)
         layout.addWidget(intro)
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)

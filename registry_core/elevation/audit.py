@@ -23,8 +23,15 @@ objects lose their tail with a similar marker.
 
 Writing: the directory is created 0700 and the file 0600; each record is
 one ``write(2)`` on an ``O_APPEND`` descriptor, so records from threads
-and processes never interleave.  Reading: :meth:`AuditLog.read_tail` reads
-backwards from the end in blocks and skips (and counts) corrupt lines.
+and processes never interleave.  The descriptor stays open between appends
+(opening the file per line cost more than everything else a decision
+does); before each append a ``stat`` of the path checks that it still names
+the open file, so a log rotated, removed or replaced meanwhile is reopened
+(recreated) and the line lands at the path.  Appends hold a lock, so an
+:class:`AuditLog` may be shared by threads; :meth:`AuditLog.close` (or
+garbage collection) closes the descriptor.  Reading:
+:meth:`AuditLog.read_tail` reads backwards from the end in blocks and skips
+(and counts) corrupt lines.
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import contextlib
 import datetime as dt
 import json
 import os
+import threading
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +116,7 @@ class AuditRecord:
     argv: tuple[str, ...] = ()
     args: Mapping[str, Any] | None = field(default=None, hash=False)
     code: str | None = None
+    claimed_host: str | None = None
     time: float = field(default_factory=_now)
 
     def to_json(self) -> dict[str, Any]:
@@ -133,6 +143,7 @@ class AuditRecord:
             "by": self.by.value,
             "remember": None if self.remember is None else self.remember.value,
             "reason": self.reason,
+            **({"claimed_host": self.claimed_host} if self.claimed_host else {}),
         }
 
     def to_line(self) -> bytes:
@@ -176,6 +187,7 @@ class AuditRecord:
             argv=tuple(_str(a) for a in obj.get("argv") or ()),
             args=args if isinstance(args, dict) or args is None else {"_truncated": args},
             code=_opt_str(obj.get("code")),
+            claimed_host=_opt_str(obj.get("claimed_host")),
             decision=Decision(obj["decision"]),
             by=DecidedBy(obj["by"]),
             remember=None if remember is None else Remember(remember),
@@ -183,8 +195,11 @@ class AuditRecord:
         )
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=repr)  # stateless: shared
+
+
 def _dump(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), default=repr).encode() + b"\n"
+    return _ENCODER.encode(obj).encode() + b"\n"
 
 
 def _str(value: object) -> str:
@@ -227,15 +242,61 @@ class AuditTail:
     skipped: int = 0
 
 
+class _Appender:
+    """One open ``O_APPEND`` descriptor and the identity of the file it is open on."""
+
+    def __init__(self, fd: int, st: os.stat_result) -> None:
+        self.fd = fd
+        self.file_id = (st.st_dev, st.st_ino)
+        # Closes the descriptor if the AuditLog is dropped without close().
+        self.closer = weakref.finalize(self, os.close, fd)
+
+
 class AuditLog:
-    """Appends to and reads from one audit file."""
+    """Appends to and reads from one audit file; thread-safe."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()
+        self._appender: _Appender | None = None
 
     def append(self, record: AuditRecord) -> None:
         """Write ``record`` as one line; raises :class:`AuditError`."""
         line = record.to_line()
+        with self._lock:
+            appender, st = self._current()
+            try:
+                if st.st_mode & 0o077 and st.st_uid == os.getuid():
+                    os.fchmod(appender.fd, 0o600)  # an older or hand-made file: keep it private
+                written = os.write(appender.fd, line)
+                if written != len(line):  # a full disk: do not leave half a line unterminated
+                    os.write(appender.fd, b"\n")
+                    raise AuditError(f"short write to {self.path} ({written} of {len(line)} bytes)")
+            except OSError as exc:
+                self._drop()  # the next append starts afresh
+                raise AuditError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        """Close the append descriptor (a later append opens the file again)."""
+        with self._lock:
+            self._drop()
+
+    def _current(self) -> tuple[_Appender, os.stat_result]:
+        """The appender for the file the path names now, and that file's status.
+
+        Called with the lock held.  A ``stat`` of the path tells whether the
+        open descriptor (if any) is still that file; if not (rotated, removed,
+        replaced), the file is opened (created) anew.
+        """
+        appender = self._appender
+        if appender is not None:
+            try:
+                st = os.stat(self.path)
+            except OSError:
+                st = None  # gone (or unreachable): reopen, which recreates or reports it
+            if st is not None and (st.st_dev, st.st_ino) == appender.file_id:
+                return appender, st
+            self._drop()
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
@@ -244,16 +305,16 @@ class AuditLog:
             raise AuditError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
         try:
             st = os.fstat(fd)
-            if st.st_mode & 0o077 and st.st_uid == os.getuid():
-                os.fchmod(fd, 0o600)  # an older or hand-made file: keep it private
-            written = os.write(fd, line)
-            if written != len(line):  # a full disk: do not leave half a line unterminated
-                os.write(fd, b"\n")
-                raise AuditError(f"short write to {self.path} ({written} of {len(line)} bytes)")
         except OSError as exc:
-            raise AuditError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-        finally:
             os.close(fd)
+            raise AuditError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self._appender = _Appender(fd, st)
+        return self._appender, st
+
+    def _drop(self) -> None:
+        if self._appender is not None:
+            self._appender.closer()  # closes the descriptor once, however often called
+            self._appender = None
 
     def tail(self, n: int) -> list[AuditRecord]:
         """The last ``n`` valid records, oldest first (corrupt lines skipped)."""

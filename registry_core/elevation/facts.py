@@ -3,19 +3,110 @@
 The approval dialog shows the description, variant and executable from the
 broker's own registry, with the executable's sha256, and lists every way the
 request differs from what that registry would run.
+
+The sha256 is asked for on every request; :class:`Sha256Cache` answers from
+a ``stat`` while the file is provably the one it hashed (see there).  It is
+thread-safe.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.policies import file_sha256
-from registry_core.registry import Registry
+from registry_core.elevation.policies import fd_sha256, open_for_hashing
+from registry_core.registry import Registry, Tool
 
 REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
+
+_FileId = tuple[int, int, int, int, int]
+
+
+def _file_id(st: os.stat_result) -> _FileId:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class Sha256Cache:
+    """File sha256s, remembered per path and (st_dev, st_ino, st_size, st_mtime_ns,
+    st_ctime_ns): a lookup costs one ``stat`` while the file is unchanged.
+
+    Any write, truncation, ``chmod``, rename onto the path or ``utime`` changes
+    ``st_ctime_ns`` (which no user can set) or the inode, so a changed file is
+    hashed again.  Timestamps are only as fine as the file system's clock tick
+    (a jiffy; a whole second on some file systems), so a file changed again
+    within the same tick would keep its stamps: a hash is therefore remembered
+    only when the file's last change lies more than :attr:`racy_ns` before the
+    hashing began (as git does with "racily clean" entries), and only when the
+    file's stamps did not change while it was read.  A new or just-edited
+    executable is hashed on every request until then.
+    """
+
+    def __init__(
+        self,
+        *,
+        size: int = 256,
+        racy_ns: int = 2_000_000_000,
+        clock_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.size = size
+        self.racy_ns = racy_ns
+        self._clock_ns = clock_ns
+        self._lock = threading.Lock()
+        self._known: OrderedDict[str, tuple[_FileId, str]] = OrderedDict()
+
+    def sha256(self, path: str) -> str | None:
+        """The sha256 of the regular file at ``path``; ``None`` when it cannot be read."""
+        try:
+            file_id: _FileId | None = _file_id(os.stat(path))
+        except OSError:
+            file_id = None
+        if file_id is not None:
+            with self._lock:
+                known = self._known.get(path)
+                if known is not None and known[0] == file_id:
+                    self._known.move_to_end(path)
+                    return known[1]
+        return self._hash(path)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._known.clear()
+
+    def _hash(self, path: str) -> str | None:
+        started = self._clock_ns()
+        try:
+            fd = open_for_hashing(path)
+        except OSError:
+            return None
+        try:
+            before = os.fstat(fd)
+            digest = fd_sha256(fd)
+            after = os.fstat(fd)
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+        file_id = _file_id(after)
+        settled = max(after.st_mtime_ns, after.st_ctime_ns) < started - self.racy_ns
+        if digest is not None and settled and _file_id(before) == file_id:
+            with self._lock:
+                self._known[path] = (file_id, digest)
+                self._known.move_to_end(path)
+                while len(self._known) > self.size:
+                    self._known.popitem(last=False)
+        return digest
+
+
+SHA256 = Sha256Cache()
+"""The broker's cache of executable hashes (shared by every :func:`gather_facts` call)."""
 
 
 @dataclass(frozen=True)
@@ -51,13 +142,50 @@ def _code_facts(req: m.ElevateRequest) -> RequestFacts:
         description="Run bash code outside the sandbox (ollie-core x/elevate plugin).",
         variant=None,
         executable=real,
-        sha256=file_sha256(real),
+        sha256=SHA256.sha256(real),
         mismatches=tuple(mismatches),
     )
 
 
-def gather_facts(registry: Registry, req: m.ElevateRequest) -> RequestFacts:
-    """Registry facts for ``req``; raises ToolNotFoundError / ToolUnavailableError."""
+def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
+    """Paths a remote host's dispatcher may run for ``tool`` (ollie-remote deployed it
+    from here into ``remote_tools_dir``): the co-located executable or any ``cmd`` of
+    any variant (the remote host resolves its own variant), there; an absolute ``cmd``
+    as is.  A bare name the tools directory does not hold is found on the remote PATH:
+    ``*/name`` (marked by the ``*/`` prefix)."""
+    names = [tool.name]
+    with contextlib.suppress(OSError, ValueError):
+        obj = json.loads(tool.source.read_text(encoding="utf-8"))
+        variants = obj.get("variants") if isinstance(obj, dict) else None
+        found = [obj.get("cmd") if isinstance(obj, dict) else None]
+        found += [v.get("cmd") for v in variants or () if isinstance(v, dict)]
+        names += [c for c in found if isinstance(c, str) and c]
+    programs: set[str] = set()
+    for name in names:
+        if os.path.isabs(name):
+            programs.add(name)
+        elif "/" in name or (tool.directory / name).is_file():
+            programs.add(os.path.normpath(os.path.join(remote_tools_dir, name)))
+        else:
+            programs.add(f"*/{name}")
+    return programs
+
+
+def _remote_ok(program: str, programs: set[str]) -> bool:
+    if program in programs:
+        return True
+    return os.path.isabs(program) and f"*/{os.path.basename(program)}" in programs
+
+
+def gather_facts(
+    registry: Registry, req: m.ElevateRequest, *, remote_tools_dir: str | None = None
+) -> RequestFacts:
+    """Registry facts for ``req``; raises ToolNotFoundError / ToolUnavailableError.
+
+    ``remote_tools_dir``: the request comes through an ollie-remote forward from a
+    host whose tools (deployed from here) live there; the requested program is then
+    checked against :func:`remote_programs`, and ``executable``/``sha256`` describe
+    the local copy that was deployed."""
     if req.code is not None and req.tool == REQUEST_CODE_TOOL:
         return _code_facts(req)
     tool = registry.usable(req.tool)
@@ -85,12 +213,23 @@ def gather_facts(registry: Registry, req: m.ElevateRequest) -> RequestFacts:
             mismatches.append(
                 "the tool declares sudo: true but the request asks only to leave the sandbox"
             )
+    if remote_tools_dir is not None:
+        # Through an ollie-remote forward: the program is a file on the remote host.
+        if req.kind is m.Kind.SUDO:
+            shape = len(argv) == 4 and os.path.basename(argv[0]) == "sudo"
+            shape = shape and argv[1:3] == ["-A", "--"]
+            program = argv[3] if shape else ""
+        else:
+            shape, program = len(argv) == 1, argv[0] if argv else ""
+        ok = shape and _remote_ok(program, remote_programs(tool, remote_tools_dir))
+        where = f"{remote_tools_dir}/({tool.name} or a cmd of its .meta)"
+        expected = ["sudo", "-A", "--", where] if req.kind is m.Kind.SUDO else [where]
     if not ok and executable is not None:
         mismatches.append(f"requested argv {argv!r}; the registry would run {expected!r}")
     return RequestFacts(
         description=tool.description,
         variant=tool.variant,
         executable=executable,
-        sha256=file_sha256(executable) if executable else None,
+        sha256=SHA256.sha256(executable) if executable else None,
         mismatches=tuple(mismatches),
     )

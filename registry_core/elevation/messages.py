@@ -149,7 +149,50 @@ def describe_value(value: Any) -> str:
 
 def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
     """Raise ``bad_request`` unless every value in ``obj`` is plain JSON, nests at most
-    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates)."""
+    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates).
+
+    Every frame in both directions passes here, so the common case is a quick
+    walk (:func:`_certainly_plain_json`); only a tree it cannot vouch for is
+    walked again with the paths that name the offending field.
+    """
+    if not _certainly_plain_json(obj):
+        _check_json_tree_naming_the_field(obj, request_id)
+
+
+def _certainly_plain_json(obj: Any) -> bool:
+    """True when ``obj`` is a dict of exact JSON types (finite floats, valid Unicode)
+    nesting at most :data:`MAX_DEPTH` deep; False when the full check must decide
+    (it then either finds the problem or, for JSON-like subclasses, accepts)."""
+    if type(obj) is not dict:
+        return False
+    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(obj, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if type(container) is dict:
+            for key in container:
+                if type(key) is not str or (not key.isascii() and _SURROGATE_RE.search(key)):
+                    return False
+            values: Any = container.values()
+        else:
+            values = container
+        for value in values:
+            kind = type(value)
+            if kind is str:
+                if not value.isascii() and _SURROGATE_RE.search(value):  # isascii is O(1)
+                    return False
+            elif kind is dict or kind is list:
+                stack.append((value, depth + 1))
+            elif kind is float:
+                if not math.isfinite(value):
+                    return False
+            elif kind is not int and kind is not bool and value is not None:
+                return False
+    return True
+
+
+def _check_json_tree_naming_the_field(obj: JsonObject, request_id: RequestId | None) -> None:
     stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
     while stack:
         value, depth, path = stack.pop()
@@ -176,6 +219,19 @@ def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
             raise MessageError(ErrorCode.BAD_REQUEST, f"{where} {problem}", request_id)
 
 
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def message_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    """``(name, secret)`` for each field of the message class ``cls``, in declaration
+    order; a secret field (a grant, a password) is one kept out of the repr."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        specs = dataclasses.fields(cast(Any, cls))
+        found = _FIELDS[cls] = tuple((spec.name, not spec.repr) for spec in specs)
+    return found
+
+
 class _Message:
     """Behaviour shared by every message class."""
 
@@ -187,13 +243,13 @@ class _Message:
     def to_json(self) -> JsonObject:
         """The JSON object sent on the wire: envelope first, then every field in order."""
         obj: JsonObject = {"v": PROTOCOL_VERSION, "id": self.id, "op": self.op}
-        for spec in dataclasses.fields(cast(Any, self)):
-            value = getattr(self, spec.name)
+        for name, _secret in message_fields(type(self)):
+            value = getattr(self, name)
             if isinstance(value, enum.Enum):
                 value = value.value
             elif isinstance(value, tuple):
                 value = list(value)
-            obj.setdefault(spec.name, value)
+            obj.setdefault(name, value)
         return obj
 
     def encode(self) -> bytes:

@@ -61,10 +61,24 @@ _Stamp = tuple[int, int, int]
 def file_sha256(path: str | os.PathLike[str]) -> str | None:
     """The sha256 of a regular file, streamed; ``None`` when it cannot be read."""
     try:
-        # O_NONBLOCK: a FIFO named like a tool must not hang the broker.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_for_hashing(path)
     except OSError:
         return None
+    try:
+        return fd_sha256(fd)
+    finally:
+        os.close(fd)
+
+
+def open_for_hashing(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor for :func:`fd_sha256`; raises ``OSError``."""
+    # O_NONBLOCK: a FIFO named like a tool must not hang the broker.
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+
+
+def fd_sha256(fd: int) -> str | None:
+    """The sha256 of the regular file open on ``fd`` (from its current offset to the
+    end), streamed; ``None`` for anything but a regular file or when reading fails."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
@@ -74,8 +88,6 @@ def file_sha256(path: str | os.PathLike[str]) -> str | None:
         return digest.hexdigest()
     except OSError:
         return None
-    finally:
-        os.close(fd)
 
 
 def _policy(

@@ -13,12 +13,15 @@ blocking clients and the tests share this one codec.
   value (secrets are never echoed).  Unknown extra fields are ignored, so later
   revisions of v1 can add optional fields.
 - :func:`encode` validates a message the same way before framing it, so a peer
-  never sends what the other side would reject.
+  never sends what the other side would reject (remembering which message
+  contents it has already accepted, so a broker answering the same decision
+  again checks only the new id; see there).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import math
 import re
@@ -104,8 +107,8 @@ class _Fields:
 
     def choice(self, name: str, enum_type: type[E]) -> E:
         value = self.get(name)
-        choices = [member.value for member in enum_type]
-        if not isinstance(value, str) or value not in choices:
+        if not isinstance(value, str) or value not in _enum_values(enum_type):
+            choices = [member.value for member in enum_type]
             self.fail(name, "one of " + ", ".join(map(m.describe_value, choices)), value)
         return enum_type(value)
 
@@ -135,6 +138,11 @@ class _Fields:
     def grant(self) -> str:
         expected = "a grant token (16-128 characters of A-Z a-z 0-9 _ -)"
         return self.text("grant", expected, pattern=_GRANT_RE, secret=True)
+
+
+@functools.cache
+def _enum_values(enum_type: type[enum.Enum]) -> frozenset[Any]:
+    return frozenset(member.value for member in enum_type)
 
 
 def _elevate(f: _Fields) -> m.ElevateRequest:
@@ -275,6 +283,14 @@ def _finite_float(text: str) -> float:  # also gets NaN, Infinity, -Infinity
     return value
 
 
+# Built once: json.loads/json.dumps with options build a new coder per call.
+# Neither keeps state between calls that could mix two frames.
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_no_duplicate_keys, parse_constant=_finite_float, parse_float=_finite_float
+)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def load_frame(line: bytes) -> Any:
     """Decode one frame (without its newline) into a JSON value.
 
@@ -282,12 +298,10 @@ def load_frame(line: bytes) -> Any:
     NaN/Infinity, duplicate keys and absurd nesting.
     """
     try:
-        return json.loads(
-            line.decode("utf-8"),
-            object_pairs_hook=_no_duplicate_keys,
-            parse_constant=_finite_float,
-            parse_float=_finite_float,
-        )
+        text = line.decode("utf-8")
+        if text.startswith("\ufeff"):  # what json.loads says about a BOM
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        return _DECODER.decode(text)
     except UnicodeDecodeError as error:
         raise _bad_json(f"frame is not valid UTF-8 (byte {error.start})") from error
     except json.JSONDecodeError as error:
@@ -302,17 +316,57 @@ def _bad_json(problem: str) -> MessageError:
     return MessageError(ErrorCode.BAD_JSON, problem)
 
 
+_ACCEPTED_MAX = 512
+_ACCEPTED: dict[tuple[Any, ...], None] = {}  # contents encode has validated (see there)
+_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+
+
+def _content_key(message: m.Message) -> tuple[Any, ...] | None:
+    """Every field's exact type and value except the id (only whether it is null),
+    or ``None`` when the content must not be remembered: a container or float
+    (whose JSON can differ between equal values), or a set secret (grant,
+    password), which no cache may hold."""
+    key: list[Any] = [type(message), message.id is None]
+    for name, secret in m.message_fields(type(message)):
+        if name == "id":
+            continue
+        value = getattr(message, name)
+        kind = type(value)
+        if (secret and value is not None) or not (
+            kind in _PLAIN_TYPES or isinstance(value, enum.Enum)
+        ):
+            return None
+        key += (kind, value)
+    return tuple(key)
+
+
 def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
     """One frame (compact JSON + ``\\n``) for ``message``, validated like a received one.
 
     Raises :class:`MessageError`: ``bad_request`` naming the invalid field, or
     ``frame_too_large`` when the frame would exceed ``max_frame`` bytes.
+
+    Validation is the receiver's own parse of the frame's JSON, so it cannot
+    drift from what a peer accepts.  Its verdict depends only on the fields'
+    types and values, so once a content passed (a broker repeating a policy's
+    decision, a progress notice) the same content with another valid id is
+    not parsed again: only the id is checked.  Contents holding containers,
+    floats or a secret are always parsed (and a secret never remembered); at
+    most :data:`_ACCEPTED_MAX` contents are remembered.  The size limit and
+    JSON serialisation are checked on every call.
     """
     obj = message.to_json()
-    parse_message(obj, message.direction)
     request_id = message.id if m.is_request_id(message.id) else None
+    key = _content_key(message)
+    known = key is not None and key in _ACCEPTED
+    if not known or (message.id is not None and request_id is None):
+        parse_message(obj, message.direction)
+        if key is not None:
+            if len(_ACCEPTED) >= _ACCEPTED_MAX:
+                _ACCEPTED.clear()
+            _ACCEPTED[key] = None
     try:
-        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(obj)
     except ValueError as error:  # an integer in args beyond Python's digit limit
         raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
     data = text.encode("utf-8") + b"\n"

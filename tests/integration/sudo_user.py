@@ -10,6 +10,7 @@ live under ``/root`` (0700), so a venv is made from an interpreter of the same
 version the user *can* run, with the project and this venv's site-packages
 on its path, plus copies of the ``ollie-*`` entry points and of the tools.
 Nothing in the repository changes.  :func:`remove` undoes all of it.
+The account and drop-in steps themselves are ``local_users.py``'s.
 
 :class:`UserDirs` is one test's HOME / XDG directories (owned by the user)
 and :class:`BrokerProcess` is the scripted broker (``scripted_broker.py``)
@@ -19,17 +20,14 @@ running as the user, its events read from a pipe with deadlines.
 from __future__ import annotations
 
 import contextlib
-import grp
 import json
 import os
-import pwd
 import secrets
 import select
 import shutil
 import subprocess
 import sys
 import sysconfig
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +35,14 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from local_users import (
+    add_account,
+    install_dropin,
+    python_for,
+    remove_account,
+    run,
+    shared_dir,
+)
 
 from registry_core.paths import resources_dir
 
@@ -72,12 +78,6 @@ def require_real_sudo() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"real sudo tests cannot run: {problem}")
         pytest.skip(problem)
-
-
-def _run(argv: list[str], stdin: str | None = None) -> None:
-    result = subprocess.run(argv, input=stdin, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr}")
 
 
 @dataclass
@@ -152,29 +152,6 @@ def _sudoers(user: str, nopasswd: Path) -> str:
     )
 
 
-def _install_dropin(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="ollie-sudoers-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o440)
-        _run(["visudo", "-cf", tmp])
-        shutil.copyfile(tmp, path)
-        os.chmod(path, 0o440)
-        _run(["visudo", "-c"])  # the whole configuration still parses
-    finally:
-        os.unlink(tmp)
-
-
-def _remove_account(name: str) -> None:
-    with contextlib.suppress(KeyError):
-        pwd.getpwnam(name)
-        _run(["userdel", "-r", "-f", name])
-    with contextlib.suppress(KeyError):
-        grp.getgrnam(name)
-        _run(["groupdel", name])
-
-
 def _remove_leftovers() -> None:
     """Drop-ins (and their users) of earlier runs whose test process no longer exists."""
     for path in SUDOERS_DIR.glob(f"{DROPIN_PREFIX}-*"):
@@ -183,37 +160,7 @@ def _remove_leftovers() -> None:
             name, pid = words[2], int(words[4])
             if name.startswith(USER_PREFIX) and not os.path.exists(f"/proc/{pid}"):
                 path.unlink()
-                _remove_account(name)
-
-
-def _python_for(user: SudoUser) -> str:
-    """An interpreter of this Python's version that ``user`` can execute."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    candidates = [
-        os.path.realpath(sys.executable),
-        getattr(sys, "_base_executable", sys.executable),
-        f"/usr/bin/python{version}",
-        f"/usr/local/bin/python{version}",
-    ]
-    for candidate in dict.fromkeys(candidates):
-        if not os.path.isfile(candidate):
-            continue
-        try:
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                user=user.uid,
-                group=user.gid,
-                extra_groups=user.groups,
-                cwd="/",
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-        except OSError:
-            continue
-        if probe.returncode == 0 and probe.stdout.strip() == version:
-            return candidate
-    raise RuntimeError(f"no Python {version} that {user.name} can run among {candidates}")
+                remove_account(name)
 
 
 def _build_runtime(user: SudoUser) -> None:
@@ -226,7 +173,7 @@ def _build_runtime(user: SudoUser) -> None:
         shutil.copyfile(EXAMPLES / "whoami_root.meta", user.tools / f"{name}.meta")
         os.chmod(user.tools / f"{name}.meta", 0o644)
     # A venv on an interpreter the user can run, seeing this venv's packages.
-    _run([_python_for(user), "-m", "venv", "--without-pip", str(base / "venv")])
+    run([python_for(user), "-m", "venv", "--without-pip", str(base / "venv")])
     purelib = Path(sysconfig.get_paths()["purelib"])
     target = Path(
         subprocess.run(
@@ -312,24 +259,19 @@ def create() -> SudoUser:
     _remove_leftovers()
     suffix = secrets.token_hex(4)
     name = f"{USER_PREFIX}-{suffix}"
-    password = f"Ollie-Marker-{secrets.token_hex(12)}"
-    _run(["useradd", "-m", "-s", "/bin/bash", name])
-    _run(["chpasswd"], stdin=f"{name}:{password}\n")
-    entry = pwd.getpwnam(name)
-    base = Path(tempfile.mkdtemp(prefix="ollie-sudo-"))
-    os.chmod(base, 0o755)
+    account = add_account(name, f"Ollie-Marker-{secrets.token_hex(12)}")
     user = SudoUser(
         name=name,
-        uid=entry.pw_uid,
-        gid=entry.pw_gid,
-        groups=os.getgrouplist(name, entry.pw_gid),
-        home=Path(entry.pw_dir),
-        password=password,
-        base=base,
+        uid=account.uid,
+        gid=account.gid,
+        groups=account.groups,
+        home=account.home,
+        password=account.password,
+        base=shared_dir("ollie-sudo-"),
     )
     try:
         _build_runtime(user)
-        _install_dropin(user.dropin, _sudoers(name, user.tools / NOPASSWD_TOOL))
+        install_dropin(user.dropin, _sudoers(name, user.tools / NOPASSWD_TOOL))
     except BaseException:
         remove(user)
         raise
@@ -344,7 +286,7 @@ def remove(user: SudoUser) -> None:
             proc.wait(10)
     with contextlib.suppress(FileNotFoundError):
         user.dropin.unlink()
-    _remove_account(user.name)
+    remove_account(user.name)
     shutil.rmtree(user.base, ignore_errors=True)
 
 

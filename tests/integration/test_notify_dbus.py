@@ -9,7 +9,8 @@ invoked the way a click does (``dunstctl action`` / the context menu).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,16 @@ class Recorder:
             **kwargs,
         )
 
+    @contextlib.asynccontextmanager
+    async def running(self, env: dict[str, str], **kwargs: Any) -> AsyncIterator[Notifier]:
+        """A started notifier reporting to this recorder, closed on the way out."""
+        notifier = self.notifier(env, **kwargs)
+        await notifier.start()
+        try:
+            yield notifier
+        finally:
+            await notifier.close()
+
 
 async def eventually(
     probe: Callable[[], Any], predicate: Callable[[Any], bool], timeout: float = 10.0
@@ -124,9 +135,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
     async def main() -> None:
         rec = Recorder()
         rec_holder.append(rec)
-        notifier = rec.notifier(desktop)
-        await notifier.start()
-        try:
+        async with rec.running(desktop) as notifier:
             assert notifier.available
             assert notifier.supports_actions
             assert "body-markup" in notifier.capabilities
@@ -155,8 +164,6 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
             assert closed["urgency"] == "normal"
             assert closed["body"].startswith("Asks to run outside the sandbox as you.")
             assert closed["default_action_name"] == "default"
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
     assert rec_holder[0].fallback == []
@@ -165,9 +172,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
 def test_sudo_request_is_critical_and_marks_remote_hosts(desktop: dict[str, str]) -> None:
     async def main() -> None:
         rec = Recorder()
-        notifier = rec.notifier(desktop)
-        await notifier.start()
-        try:
+        async with rec.running(desktop) as notifier:
             request = make_request("s1", tool="apt-install", kind=Kind.SUDO, remote=True)
             await notifier.request_raised(request)
             (entry,) = await eventually(shown_for(desktop, "Root access for apt-install?"), bool)
@@ -181,37 +186,27 @@ def test_sudo_request_is_critical_and_marks_remote_hosts(desktop: dict[str, str]
             assert history[0]["summary"] == "Root access for apt-install?"
             assert history[0]["urgency"] == "critical"
             assert history[0]["timeout"] == 0
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
 
 
 def test_sandbox_request_expires_with_the_request_timeout(desktop: dict[str, str]) -> None:
     async def main() -> None:
-        notifier = Recorder().notifier(desktop)
-        await notifier.start()
-        try:
+        async with Recorder().running(desktop) as notifier:
             await notifier.request_raised(make_request("t1", timeout=42.5))
             await notifier.request_decided("t1")
             history = await eventually(lambda: ds.dunst_history(desktop), bool)
             assert history[0]["timeout"] == 42_500_000  # dunst keeps microseconds
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
 
 
 def test_markup_in_requester_text_is_escaped(desktop: dict[str, str]) -> None:
     async def main() -> None:
-        notifier = Recorder().notifier(desktop)
-        await notifier.start()
-        try:
+        async with Recorder().running(desktop) as notifier:
             await notifier.request_raised(make_request("m1", exe="/opt/a&b/<i>agent</i>"))
             (entry,) = await eventually(shown_for(desktop, "Approve deploy?"), bool)
             assert "Requester: /opt/a&amp;b/&lt;i&gt;agent&lt;/i&gt; (pid 4242)" in entry["body"]
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
 
@@ -219,16 +214,12 @@ def test_markup_in_requester_text_is_escaped(desktop: dict[str, str]) -> None:
 def test_clicking_the_notification_asks_for_review(desktop: dict[str, str]) -> None:
     async def main() -> None:
         rec = Recorder()
-        notifier = rec.notifier(desktop)
-        await notifier.start()
-        try:
+        async with rec.running(desktop) as notifier:
             await notifier.request_raised(make_request("r1"))
             await eventually(shown_for(desktop, "Approve deploy?"), bool)
             await asyncio.to_thread(ds.dunst_action, desktop)  # dunstctl action 0
             await rec.wait_for(lambda: rec.review == ["r1"])
             assert rec.deny == []
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
 
@@ -236,9 +227,7 @@ def test_clicking_the_notification_asks_for_review(desktop: dict[str, str]) -> N
 def test_review_and_deny_buttons_reach_the_right_request(desktop: dict[str, str]) -> None:
     async def main() -> None:
         rec = Recorder()
-        notifier = rec.notifier(desktop)
-        await notifier.start()
-        try:
+        async with rec.running(desktop) as notifier:
             await notifier.request_raised(make_request("a", tool="alpha"))
             await notifier.request_raised(make_request("b", tool="beta"))
             id_a, id_b = notifier.notification_id("a"), notifier.notification_id("b")
@@ -255,19 +244,28 @@ def test_review_and_deny_buttons_reach_the_right_request(desktop: dict[str, str]
             assert f"#Deny (Approve beta?) [{id_b},deny]" in offered
             assert f"#Review (Approve alpha?) [{id_a},review]" in offered
             assert rec.deny == ["b"]
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def spoofing_client(env: dict[str, str]) -> AsyncIterator[MessageBus]:
+    """Another connection to the session bus, to send signals the notifier must ignore."""
+    bus = await MessageBus(bus_address=env["DBUS_SESSION_BUS_ADDRESS"]).connect()
+    try:
+        yield bus
+    finally:
+        bus.disconnect()
+        await bus.wait_for_disconnect()
 
 
 def test_action_signals_from_another_client_are_ignored(desktop: dict[str, str]) -> None:
     async def main() -> None:
         rec = Recorder()
-        notifier = rec.notifier(desktop)
-        await notifier.start()
-        spoofer = await MessageBus(bus_address=desktop["DBUS_SESSION_BUS_ADDRESS"]).connect()
-        try:
+        async with (
+            rec.running(desktop) as notifier,
+            spoofing_client(desktop) as spoofer,
+        ):
             await notifier.request_raised(make_request("r1"))
             nid = notifier.notification_id("r1")
             await eventually(shown_for(desktop, "Approve deploy?"), bool)
@@ -284,19 +282,13 @@ def test_action_signals_from_another_client_are_ignored(desktop: dict[str, str])
             await asyncio.to_thread(ds.dunst_action, desktop)
             await rec.wait_for(lambda: rec.review == ["r1"])
             assert rec.deny == []
-        finally:
-            spoofer.disconnect()
-            await spoofer.wait_for_disconnect()
-            await notifier.close()
 
     asyncio.run(main())
 
 
 def test_a_notification_the_person_dismissed_is_forgotten(desktop: dict[str, str]) -> None:
     async def main() -> None:
-        notifier = Recorder().notifier(desktop)
-        await notifier.start()
-        try:
+        async with Recorder().running(desktop) as notifier:
             await notifier.request_raised(make_request("r1"))
             await eventually(shown_for(desktop, "Approve deploy?"), bool)
             await asyncio.to_thread(ds.dunstctl, desktop, "close")
@@ -304,8 +296,6 @@ def test_a_notification_the_person_dismissed_is_forgotten(desktop: dict[str, str
                 while notifier.notification_id("r1") is not None:
                     await asyncio.sleep(0.02)  # NotificationClosed is on its way
             await notifier.request_decided("r1")  # nothing left to close: no error
-        finally:
-            await notifier.close()
 
     asyncio.run(main())
 
@@ -332,15 +322,11 @@ def test_no_notification_server_falls_back(tmp_path: Path) -> None:
 
         async def main() -> Recorder:
             rec = Recorder()
-            notifier = rec.notifier(env)
-            await notifier.start()
-            try:
+            async with rec.running(env) as notifier:
                 assert not notifier.available
                 assert not notifier.supports_actions
                 await notifier.request_raised(make_request("r1", kind=Kind.SUDO))
                 await notifier.request_decided("r1")
-            finally:
-                await notifier.close()
             return rec
 
         rec = asyncio.run(main())
@@ -353,13 +339,10 @@ def test_no_notification_server_falls_back(tmp_path: Path) -> None:
 def test_no_session_bus_falls_back(tmp_path: Path) -> None:
     async def main() -> Recorder:
         rec = Recorder()
-        notifier = rec.notifier({"DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path}/no-bus"})
-        await notifier.start()
-        try:
+        no_bus = {"DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp_path}/no-bus"}
+        async with rec.running(no_bus) as notifier:
             assert not notifier.available
             await notifier.request_raised(make_request("r1"))
-        finally:
-            await notifier.close()
         return rec
 
     rec = asyncio.run(main())
@@ -374,9 +357,7 @@ def test_a_server_started_later_is_found_and_one_that_leaves_is_not_used(
 
         async def main() -> Recorder:
             rec = Recorder()
-            notifier = rec.notifier(env)
-            await notifier.start()
-            try:
+            async with rec.running(env) as notifier:
                 assert not notifier.available
                 with ds.dunst(env, tmp_path) as denv:
                     await notifier.request_raised(make_request("late"))
@@ -386,8 +367,6 @@ def test_a_server_started_later_is_found_and_one_that_leaves_is_not_used(
                 # dunst is gone now
                 await notifier.request_raised(make_request("after", tool="other"))
                 assert not notifier.available
-            finally:
-                await notifier.close()
             return rec
 
         rec = asyncio.run(main())

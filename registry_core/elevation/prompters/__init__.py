@@ -11,7 +11,8 @@ Each module implements :class:`registry_core.elevation.prompter.Prompter`:
 
 This module holds the errors and what kdialog and zenity share:
 :class:`DialogProcesses` runs a dialog program as a child process (argv
-only, never a shell) that can always be taken away again.
+only, never a shell) that can always be taken away again, and
+:class:`DialogPrompter` is the scaffolding both front-ends build on.
 
 Cancellation story: the broker cancels ``ask_*`` when the answer is no
 longer wanted.  :meth:`DialogProcesses.run` then sends the dialog SIGTERM at
@@ -39,7 +40,10 @@ import signal
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
+from registry_core.elevation.prompter import Approval, PasswordAnswer, Remember
+from registry_core.elevation.prompters.text import Limits
 from registry_core.errors import ElevationError
 
 KILL_GRACE = 2.0
@@ -222,6 +226,60 @@ class DialogProcesses:
                 _signal(proc, signal.SIGTERM)
                 asyncio.get_running_loop().call_later(KILL_GRACE, _kill_if_alive, proc)
         return len(procs)
+
+
+class DialogPrompter:
+    """What the kdialog and zenity front-ends share: their dialog processes, the
+    question lock (one question at a time), availability and withdrawal.
+
+    Subclasses name their program (:attr:`program`, also the front-end's
+    :attr:`name`) and the exit statuses that mean an answer (:attr:`answers`).
+    """
+
+    program: ClassVar[str]
+    answers: ClassVar[tuple[int, ...]]
+
+    def __init__(
+        self,
+        env: Mapping[str, str] | None = None,
+        *,
+        binary: str | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        program = self.program if binary is None else binary
+        self._dialogs = DialogProcesses(program, env, answers=self.answers)
+        self._limits = limits or Limits()
+        self._lock = asyncio.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.program
+
+    def available(self) -> bool:
+        """The program is on ``PATH`` and a display (X11 or Wayland) is named."""
+        return self._dialogs.available()
+
+    def open_dialogs(self) -> int:
+        """How many windows of the program this front-end has open right now."""
+        return self._dialogs.running()
+
+    def request_decided(self, request_id: str, approved: bool, by: str) -> None:
+        """Take away any window still open for ``request_id``."""
+        self._dialogs.withdraw(request_id, by)
+
+
+def withdrawn_approval(outcome: DialogOutcome) -> Approval | None:
+    """The denial a withdrawn dialog stands for, or ``None`` if it was not withdrawn."""
+    if outcome.withdrawn_by is None:
+        return None
+    return Approval(False, Remember.ONCE, f"withdrawn: decided by {outcome.withdrawn_by}")
+
+
+def password_answer(outcome: DialogOutcome) -> PasswordAnswer:
+    """The password a dialog returned; none if it was withdrawn or cancelled."""
+    if outcome.withdrawn_by is not None or outcome.status != 0:
+        return PasswordAnswer(None)
+    return PasswordAnswer(outcome.text())
 
 
 def _signal(proc: asyncio.subprocess.Process, sig: int) -> None:

@@ -21,9 +21,7 @@ Questions are asked one at a time (an :class:`asyncio.Lock`).
 
 from __future__ import annotations
 
-import asyncio
 import html
-from collections.abc import Mapping
 
 from registry_core.elevation.prompter import (
     Approval,
@@ -32,10 +30,13 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
-from registry_core.elevation.prompters import DialogOutcome, DialogProcesses
+from registry_core.elevation.prompters import (
+    DialogPrompter,
+    password_answer,
+    withdrawn_approval,
+)
 from registry_core.elevation.prompters.text import (
     APPROVE_CHOICES,
-    Limits,
     PromptText,
     Style,
     approval_text,
@@ -73,38 +74,12 @@ def render(text: PromptText, *, extra: str = "") -> str:
     return "".join(parts)
 
 
-def _withdrawn(outcome: DialogOutcome) -> Approval | None:
-    if outcome.withdrawn_by is None:
-        return None
-    return Approval(False, Remember.ONCE, f"withdrawn: decided by {outcome.withdrawn_by}")
-
-
-class KDialogPrompter:
+class KDialogPrompter(DialogPrompter):
     """Asks through ``kdialog`` windows, one question at a time."""
 
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        binary: str = "kdialog",
-        limits: Limits | None = None,
-    ) -> None:
-        # kdialog exits 0 for Yes/OK, 1 for No/Cancel, 2 for Cancel/Escape/closed window.
-        self._dialogs = DialogProcesses(binary, env, answers=(0, 1, 2))
-        self._limits = limits or Limits()
-        self._lock = asyncio.Lock()
-
-    @property
-    def name(self) -> str:
-        return "kdialog"
-
-    def available(self) -> bool:
-        """kdialog is on ``PATH`` and a display (X11 or Wayland) is named."""
-        return self._dialogs.available()
-
-    def open_dialogs(self) -> int:
-        """How many kdialog windows this front-end has open right now."""
-        return self._dialogs.running()
+    program = "kdialog"
+    # kdialog exits 0 for Yes/OK, 1 for No/Cancel, 2 for Cancel/Escape/closed window.
+    answers = (0, 1, 2)
 
     async def ask_approval(self, request: ApprovalRequest) -> Approval:
         text = approval_text(request, self._limits)
@@ -124,7 +99,7 @@ class KDialogPrompter:
                     render(text, extra=hint),
                 ],
             )
-            withdrawn = _withdrawn(outcome)
+            withdrawn = withdrawn_approval(outcome)
             if withdrawn is not None:
                 return withdrawn
             if outcome.status == 1:
@@ -144,7 +119,7 @@ class KDialogPrompter:
         outcome = await self._dialogs.run(
             (request.id,), ["--title", remember_title(request), "--radiolist", question, *rows]
         )
-        withdrawn = _withdrawn(outcome)
+        withdrawn = withdrawn_approval(outcome)
         if withdrawn is not None:
             return withdrawn
         answer = outcome.text().strip() if outcome.status == 0 else _DENY_TAG
@@ -165,10 +140,4 @@ class KDialogPrompter:
                 (request.id, request.approval.id),
                 ["--title", text.title, "--password", render(text)],
             )
-        if outcome.withdrawn_by is not None or outcome.status != 0:
-            return PasswordAnswer(None)
-        return PasswordAnswer(outcome.text())
-
-    def request_decided(self, request_id: str, approved: bool, by: str) -> None:
-        """Take away any kdialog window still open for ``request_id``."""
-        self._dialogs.withdraw(request_id, by)
+        return password_answer(outcome)

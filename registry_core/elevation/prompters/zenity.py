@@ -25,9 +25,7 @@ Questions are asked one at a time (an :class:`asyncio.Lock`).
 
 from __future__ import annotations
 
-import asyncio
 import html
-from collections.abc import Mapping
 
 from registry_core.elevation.prompter import (
     Approval,
@@ -36,10 +34,13 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
-from registry_core.elevation.prompters import DialogOutcome, DialogProcesses
+from registry_core.elevation.prompters import (
+    DialogPrompter,
+    password_answer,
+    withdrawn_approval,
+)
 from registry_core.elevation.prompters.text import (
     APPROVE_CHOICES,
-    Limits,
     PromptText,
     Style,
     approval_text,
@@ -93,38 +94,12 @@ def fits_question(text: PromptText) -> bool:
     return len(lines) <= QUESTION_MAX_LINES and all(len(x) <= QUESTION_MAX_CHARS for x in lines)
 
 
-def _withdrawn(outcome: DialogOutcome) -> Approval | None:
-    if outcome.withdrawn_by is None:
-        return None
-    return Approval(False, Remember.ONCE, f"withdrawn: decided by {outcome.withdrawn_by}")
-
-
-class ZenityPrompter:
+class ZenityPrompter(DialogPrompter):
     """Asks through ``zenity`` windows, one question at a time."""
 
-    def __init__(
-        self,
-        env: Mapping[str, str] | None = None,
-        *,
-        binary: str = "zenity",
-        limits: Limits | None = None,
-    ) -> None:
-        # zenity exits 0 for OK, 1 for Cancel/extra button/closed window, 5 on --timeout.
-        self._dialogs = DialogProcesses(binary, env, answers=(0, 1, 5))
-        self._limits = limits or Limits()
-        self._lock = asyncio.Lock()
-
-    @property
-    def name(self) -> str:
-        return "zenity"
-
-    def available(self) -> bool:
-        """zenity is on ``PATH`` and a display (X11 or Wayland) is named."""
-        return self._dialogs.available()
-
-    def open_dialogs(self) -> int:
-        """How many zenity windows this front-end has open right now."""
-        return self._dialogs.running()
+    program = "zenity"
+    # zenity exits 0 for OK, 1 for Cancel/extra button/closed window, 5 on --timeout.
+    answers = (0, 1, 5)
 
     async def ask_approval(self, request: ApprovalRequest) -> Approval:
         text = approval_text(request, self._limits)
@@ -143,7 +118,7 @@ class ZenityPrompter:
             outcome = await self._dialogs.run(
                 (request.id,), [*args, f"--title={text.title}", *buttons], stdin
             )
-            withdrawn = _withdrawn(outcome)
+            withdrawn = withdrawn_approval(outcome)
             if withdrawn is not None:
                 return withdrawn
             if outcome.status == 0:
@@ -181,7 +156,7 @@ class ZenityPrompter:
                 *rows,
             ],
         )
-        withdrawn = _withdrawn(outcome)
+        withdrawn = withdrawn_approval(outcome)
         if withdrawn is not None:
             return withdrawn
         if outcome.status != 0:
@@ -211,10 +186,4 @@ class ZenityPrompter:
                     "--width=520",
                 ],
             )
-        if outcome.withdrawn_by is not None or outcome.status != 0:
-            return PasswordAnswer(None)
-        return PasswordAnswer(outcome.text())
-
-    def request_decided(self, request_id: str, approved: bool, by: str) -> None:
-        """Take away any zenity window still open for ``request_id``."""
-        self._dialogs.withdraw(request_id, by)
+        return password_answer(outcome)

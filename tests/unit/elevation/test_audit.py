@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import json
+import os
 import stat
 import threading
 from pathlib import Path
@@ -266,3 +269,90 @@ def test_default_time_is_now() -> None:
         by=DecidedBy.TIMEOUT,
     )
     assert before <= r.time <= time.time()
+
+
+# --- the descriptor kept open between appends ----------------------------------------
+
+
+def fds_on(path: Path) -> int:
+    """How many of this process's descriptors are open on ``path``."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor is gone by now
+            count += os.readlink(f"/proc/self/fd/{fd}") == str(path)
+    return count
+
+
+def test_appends_reuse_one_descriptor_and_close_releases_it(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    assert fds_on(log.path) == 1
+    for i in range(2, 20):
+        log.append(record(request_id=i))
+    assert fds_on(log.path) == 1
+    log.close()
+    assert fds_on(log.path) == 0
+    log.close()  # twice is harmless
+    log.append(record(request_id=20))  # and a closed log opens the file again
+    assert [r.request_id for r in log.tail(100)] == list(range(1, 21))
+    log.close()
+
+
+def test_a_dropped_log_closes_its_descriptor(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.append(record())
+    assert fds_on(path) == 1
+    del log
+    gc.collect()
+    assert fds_on(path) == 0
+
+
+def test_a_rotated_log_is_reopened_at_its_path(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    rotated = log.path.with_name("audit.jsonl.1")
+    log.path.rename(rotated)
+    log.append(record(request_id=2))
+    assert [r.request_id for r in AuditLog(rotated).tail(10)] == [1]
+    assert [r.request_id for r in log.tail(10)] == [2]
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
+    log.close()
+
+
+def test_a_removed_log_and_directory_are_created_again(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    log.path.unlink()
+    log.path.parent.rmdir()
+    log.append(record(request_id=2))
+    assert [r.request_id for r in log.tail(10)] == [2]
+    assert stat.S_IMODE(log.path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
+    log.close()
+
+
+def test_a_replaced_log_gets_the_next_lines(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    replacement = log.path.with_name("new.jsonl")
+    replacement.write_bytes(record(request_id="r").to_line())
+    replacement.chmod(0o644)
+    os.replace(replacement, log.path)
+    log.append(record(request_id=2))
+    assert [r.request_id for r in log.tail(10)] == ["r", 2]
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600  # made private on the way
+    log.close()
+
+
+def test_a_file_loosened_while_open_is_made_private_again(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    log.path.chmod(0o644)
+    log.append(record(request_id=2))
+    assert stat.S_IMODE(log.path.stat().st_mode) == 0o600
+    log.close()
+
+
+def test_a_path_that_became_unwritable_is_reported(log: AuditLog) -> None:
+    log.append(record(request_id=1))
+    log.path.unlink()
+    log.path.mkdir()  # the path now names a directory
+    with pytest.raises(AuditError, match="cannot open"):
+        log.append(record(request_id=2))
+    log.close()

@@ -6,13 +6,16 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from registry_core.elevation import facts
 from registry_core.elevation import messages as m
-from registry_core.elevation.facts import REQUEST_CODE_TOOL, gather_facts
+from registry_core.elevation.facts import REQUEST_CODE_TOOL, Sha256Cache, gather_facts
+from registry_core.elevation.policies import fd_sha256
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry, RegistryLoader
 
@@ -174,3 +177,122 @@ def test_code_run_by_something_else_than_bash_c(registry: Registry, tmp_path: Pa
 def test_execute_code_without_code_is_a_registry_lookup(registry: Registry) -> None:
     with pytest.raises(ToolNotFoundError):
         gather_facts(registry, request(REQUEST_CODE_TOOL, [bash(), "-c", "x"]))
+
+
+# --- the sha256 cache ------------------------------------------------------------------
+
+LATER = 10 * 10**9  # a clock this far ahead makes every file count as settled
+
+
+class CountingHasher:
+    """Stands in for ``fd_sha256`` in the facts module and counts the files it hashes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, also: Any = None) -> None:
+        self.calls = 0
+        self._also = also
+        monkeypatch.setattr(facts, "fd_sha256", self)
+
+    def __call__(self, fd: int) -> str | None:
+        self.calls += 1
+        if self._also is not None:
+            self._also()
+        return fd_sha256(fd)
+
+
+def settled_cache(**kw: Any) -> Sha256Cache:
+    return Sha256Cache(clock_ns=lambda: time.time_ns() + LATER, **kw)
+
+
+def test_an_unchanged_executable_is_hashed_once(
+    registry: Registry, tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(facts, "SHA256", settled_cache())
+    hasher = CountingHasher(monkeypatch)
+    exe = tools / "greet"
+    for _ in range(3):
+        assert gather_facts(registry, request("greet", [str(exe)])).sha256 == sha(exe)
+    assert hasher.calls == 1
+
+
+def test_a_modified_executable_of_the_same_size_is_hashed_again(
+    registry: Registry, tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(facts, "SHA256", settled_cache())
+    exe = tools / "greet"
+    before = gather_facts(registry, request("greet", [str(exe)])).sha256
+    old = exe.stat()
+    exe.write_text(exe.read_text().replace("greet", "GREET"))  # same size, in place
+    os.utime(exe, ns=(old.st_atime_ns, old.st_mtime_ns + 10**9))  # a new mtime
+    assert exe.stat().st_size == old.st_size
+    assert exe.stat().st_ino == old.st_ino
+    after = gather_facts(registry, request("greet", [str(exe)])).sha256
+    assert after == sha(exe)
+    assert after != before
+
+
+def test_a_modification_hidden_behind_the_old_mtime_is_still_seen(
+    tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = settled_cache()
+    exe = tools / "greet"
+    before = cache.sha256(str(exe))
+    old = exe.stat()
+    exe.write_text(exe.read_text().replace("greet", "GREET"))
+    os.utime(exe, ns=(old.st_atime_ns, old.st_mtime_ns))  # mtime put back: ctime still moved
+    assert exe.stat().st_mtime_ns == old.st_mtime_ns
+    assert cache.sha256(str(exe)) == sha(exe) != before
+
+
+def test_a_file_replaced_by_another_is_hashed_again(tools: Path) -> None:
+    cache = settled_cache()
+    exe = tools / "greet"
+    before = cache.sha256(str(exe))
+    other = tools / "greet.new"
+    other.write_text(exe.read_text().replace("greet", "GREET"))
+    os.replace(other, exe)
+    assert cache.sha256(str(exe)) == sha(exe) != before
+
+
+def test_a_just_changed_file_is_hashed_every_time(
+    tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hasher = CountingHasher(monkeypatch)
+    cache = Sha256Cache()  # the real clock: the fixture's files were written just now
+    exe = tools / "greet"
+    assert cache.sha256(str(exe)) == cache.sha256(str(exe)) == sha(exe)
+    assert hasher.calls == 2
+
+
+def test_a_file_changed_while_it_is_hashed_is_not_remembered(
+    tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exe = tools / "greet"
+    hasher = CountingHasher(monkeypatch, also=lambda: exe.write_text(exe.read_text()))
+    cache = settled_cache()
+    cache.sha256(str(exe))
+    cache.sha256(str(exe))
+    assert hasher.calls == 2
+
+
+def test_the_cache_holds_a_bounded_number_of_files(
+    tools: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hasher = CountingHasher(monkeypatch)
+    cache = settled_cache(size=2)
+    greet, rooty, gone = (str(tools / name) for name in ("greet", "rooty", "gone"))
+    for path in (greet, rooty, greet, gone):  # gone evicts rooty, the least recently used
+        cache.sha256(path)
+    assert hasher.calls == 3
+    cache.sha256(greet)
+    assert hasher.calls == 3
+    cache.sha256(rooty)
+    assert hasher.calls == 4
+
+
+def test_what_cannot_be_hashed_is_none(tools: Path, tmp_path: Path) -> None:
+    cache = settled_cache()
+    assert cache.sha256(str(tmp_path / "missing")) is None
+    assert cache.sha256(str(tools)) is None  # a directory
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert cache.sha256(str(fifo)) is None

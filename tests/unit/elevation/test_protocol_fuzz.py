@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from protocol_helpers import decoder_for, frame, outcome
 
 from registry_core.elevation.messages import (
     MAX_FRAME,
@@ -38,7 +39,6 @@ from registry_core.elevation.protocol import (
     encode,
     parse_message,
     parse_request,
-    reply_decoder,
     request_decoder,
 )
 
@@ -140,14 +140,6 @@ fragments = st.one_of(
 streams = st.lists(fragments, max_size=12).map(b"".join)
 
 
-def outcome(items: list[Any]) -> list[Any]:
-    """Comparable form of decoder output (MessageError has identity equality)."""
-    return [
-        (item.code, item.message, item.request_id) if isinstance(item, MessageError) else item
-        for item in items
-    ]
-
-
 def split(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({cut % (len(data) + 1) for cut in cuts})
     return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
@@ -197,9 +189,7 @@ def test_a_small_limit_holds_for_any_input(data: bytes, cuts: list[int]) -> None
 def test_valid_messages_round_trip_byte_by_byte(message: Message) -> None:
     data = encode(message)
     assert len(data) <= MAX_FRAME
-    decoder: FrameDecoder[Any] = (
-        request_decoder() if message.direction is Direction.TO_BROKER else reply_decoder()
-    )
+    decoder = decoder_for(message.direction)
     items = []
     for index in range(len(data)):
         items += decoder.feed(data[index : index + 1])
@@ -262,8 +252,7 @@ def test_parse_message_either_parses_or_raises_a_message_error(
 ) -> None:
     message = parse_or_error(obj, direction)
     # The same object arriving as a frame is decoded to the same outcome.
-    decoder = request_decoder() if direction is Direction.TO_BROKER else reply_decoder()
-    assert outcome(decoder.feed(json.dumps(obj).encode() + b"\n")) == outcome([message])
+    assert outcome(decoder_for(direction).feed(frame(obj))) == outcome([message])
     if isinstance(message, MessageError):
         assert message.code in {"bad_json", "bad_version", "bad_request", "unknown_op"}
         assert message.request_id is None or message.request_id == obj.get("id")
