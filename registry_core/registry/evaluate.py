@@ -9,6 +9,7 @@ recorded.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core.registry.hostfacts import HostFacts
@@ -16,6 +17,7 @@ from registry_core.registry.model import (
     Condition,
     ConditionResult,
     Fields,
+    JsonObject,
     MatchKey,
     MetaFile,
     MetaWarning,
@@ -73,85 +75,148 @@ def resolve_executable(
     name: str, directory: Path, cmd: str | None, facts: HostFacts
 ) -> tuple[Path | None, Resolution | None, str]:
     """The spec's executable resolution: tools dir, then ``cmd``, then ``$PATH``."""
-    colocated = directory / name
-    if facts.executable_at(str(colocated)):
+    found, resolution, how = _resolve(name, str(directory), cmd, facts, None)
+    return (Path(found) if found is not None else None), resolution, how
+
+
+def _executable_in(
+    directory: str, name: str, facts: HostFacts, listing: Mapping[str, os.DirEntry[str]] | None
+) -> str | None:
+    """``directory/name`` if it is an executable file.
+
+    ``listing`` (the directory's entries, when the caller has just listed it)
+    answers "is there such a regular file" without a ``stat``; simulated files
+    ("What if") always take the slow path.
+    """
+    if listing is not None and not facts.present_files and not facts.absent_files:
+        entry = listing.get(name)
+        if entry is None:
+            return None
+        try:
+            if not entry.is_file():  # d_type: no system call unless it is a symlink
+                return None
+        except OSError:
+            return None
+        return entry.path if os.access(entry.path, os.X_OK) else None
+    path = os.path.join(directory, name)
+    return path if facts.executable_at(path) else None
+
+
+def _resolve(
+    name: str,
+    directory: str,
+    cmd: str | None,
+    facts: HostFacts,
+    listing: Mapping[str, os.DirEntry[str]] | None,
+) -> tuple[str | None, Resolution | None, str]:
+    colocated = _executable_in(directory, name, facts, listing)
+    if colocated is not None:
         return colocated, Resolution.TOOLS_DIR, f"executable {name} in the tools directory"
     if cmd is not None:
         if os.path.isabs(cmd):
             if facts.executable_at(cmd):
-                return Path(cmd), Resolution.CMD, f"cmd {cmd} (absolute path)"
+                return cmd, Resolution.CMD, f"cmd {cmd} (absolute path)"
             reason = "is not executable" if facts.file_exists(cmd) else "does not exist"
             return None, None, f"cmd {cmd} {reason}"
         if "/" in cmd:
-            candidate = directory / cmd
-            if facts.executable_at(str(candidate)):
+            candidate = os.path.join(directory, cmd)
+            if facts.executable_at(candidate):
                 return candidate, Resolution.CMD, f"cmd {cmd} relative to the tools directory"
             return None, None, f"cmd {cmd} not found relative to {directory}"
-        candidate = directory / cmd
-        if facts.executable_at(str(candidate)):
-            return candidate, Resolution.CMD, f"cmd {cmd} in the tools directory"
+        local = _executable_in(directory, cmd, facts, listing)
+        if local is not None:
+            return local, Resolution.CMD, f"cmd {cmd} in the tools directory"
         found = facts.find_binary(cmd)
         if found:
-            return Path(found), Resolution.CMD, f"cmd {cmd} found on PATH"
+            return found, Resolution.CMD, f"cmd {cmd} found on PATH"
         return None, None, f"cmd {cmd} not found in {directory} or on PATH"
     found = facts.find_binary(name)
     if found:
-        return Path(found), Resolution.PATH, f"{name} found on PATH"
+        return found, Resolution.PATH, f"{name} found on PATH"
     return None, None, f"no executable {name} in {directory} and none on PATH"
 
 
-_DEFAULTS = Fields(
-    description="",
-    prompt="",
-    args={"type": "object", "properties": {}},
-    tier=Tier.HOT,
-    read_only=False,
-    sudo=False,
-    elevated=False,
-)
+def _dirname(path: str) -> str:
+    """``os.path.dirname`` for the normalised paths of Path objects (no trailing '/')."""
+    cut = path.rfind("/")
+    if cut > 0:
+        return path[:cut]
+    return "/" if cut == 0 else "."
 
 
-def evaluate(meta: MetaFile, facts: HostFacts, shadowed: tuple[Path, ...] = ()) -> Tool:
-    """Turn a parsed ``.meta`` into the host-specific :class:`Tool`."""
-    results: list[VariantResult] = []
-    chosen: Fields | None = meta.top if meta.variants is None else None
+# Shared by every tool without ``args`` (read-only by convention, like all schemas).
+_DEFAULT_ARGS: JsonObject = {"type": "object", "properties": {}}
+
+
+def _checked(cond: Condition, facts: HostFacts) -> ConditionResult:
+    """:func:`check_condition`, answered once per condition and scan (facts)."""
+    memo = facts.condition_memo
+    result = memo.get(cond)
+    if result is None:
+        result = memo[cond] = check_condition(cond, facts)
+    return result
+
+
+def evaluate(
+    meta: MetaFile,
+    facts: HostFacts,
+    shadowed: tuple[Path, ...] = (),
+    listing: Mapping[str, os.DirEntry[str]] | None = None,
+) -> Tool:
+    """Turn a parsed ``.meta`` into the host-specific :class:`Tool`.
+
+    ``listing`` optionally holds the entries of the tool's directory, listed in
+    the same scan: names not in it are known not to exist (no ``stat`` needed).
+    """
+    chosen: Fields | None = None
     chosen_index: int | None = None
-    for variant in meta.variants or ():
-        conditions = tuple(check_condition(c, facts) for c in variant.conditions)
-        matched = all(c.passed for c in conditions)
-        results.append(
-            VariantResult(variant.index, matched, conditions, variant.fields.set_names())
-        )
-        if matched and chosen is None:
-            chosen = variant.fields.merged_over(meta.top)
-            chosen_index = variant.index
-    warnings = list(meta.warnings)
-    status = Status.AVAILABLE if chosen is not None else Status.HIDDEN
-    fields = (chosen or meta.top).merged_over(_DEFAULTS)
+    results: tuple[VariantResult, ...] = ()
+    if meta.variants is None:
+        status = Status.AVAILABLE
+    else:
+        out: list[VariantResult] = []
+        for variant in meta.variants:
+            conditions = tuple([_checked(c, facts) for c in variant.conditions])
+            matched = all(c.passed for c in conditions)
+            out.append(
+                VariantResult(variant.index, matched, conditions, variant.fields.set_names())
+            )
+            if matched and chosen is None:
+                chosen = variant.fields
+                chosen_index = variant.index
+        results = tuple(out)
+        status = Status.AVAILABLE if chosen is not None else Status.HIDDEN
+    # Variant fields where set, top level elsewhere (spec); defaults below.
+    fields = meta.top if chosen is None else chosen.merged_over(meta.top)
+    warnings = meta.warnings
     executable, resolution, how = None, None, ""
     if status is Status.AVAILABLE:
-        executable, resolution, how = resolve_executable(
-            meta.name, meta.path.parent, fields.cmd, facts
-        )
-        if executable is None:
-            warnings.append(MetaWarning(str(meta.path), f"no executable: {how}"))
+        source = str(meta.path)
+        directory = _dirname(source)
+        found, resolution, how = _resolve(meta.name, directory, fields.cmd, facts, listing)
+        if found is not None:
+            executable = Path(found)
+        else:
+            warnings = (*warnings, MetaWarning(source, f"no executable: {how}"))
+    args = fields.args if fields.args is not None else _DEFAULT_ARGS
     return Tool(
-        name=meta.name,
-        source=meta.path,
-        status=status,
-        description=fields.description or "",
-        prompt=fields.prompt or "",
-        args=fields.args or {},
-        tier=fields.tier or Tier.HOT,
-        read_only=bool(fields.read_only),
-        cmd=fields.cmd,
-        sudo=bool(fields.sudo),
-        elevated=bool(fields.elevated),
-        variant=chosen_index,
-        variants=tuple(results),
-        executable=executable,
-        resolution=resolution,
-        resolution_detail=how,
-        warnings=tuple(warnings),
-        shadowed=shadowed,
+        meta.name,
+        meta.path,
+        status,
+        fields.description or "",
+        fields.prompt or "",
+        args or {},
+        fields.tier or Tier.HOT,
+        bool(fields.read_only),
+        fields.cmd,
+        bool(fields.sudo),
+        bool(fields.elevated),
+        chosen_index,
+        results,
+        executable,
+        resolution,
+        how,
+        (),
+        warnings,
+        shadowed,
     )

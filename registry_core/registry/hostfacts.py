@@ -17,6 +17,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from registry_core.registry.model import Condition, ConditionResult
+
 _GO_ARCH = {
     "x86_64": "amd64",
     "amd64": "amd64",
@@ -76,6 +78,11 @@ class HostFacts:
     absent_files: frozenset[str] = frozenset()
     _index: dict[str, list[str]] | None = field(default=None, init=False, repr=False)
     _found: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
+    # Answers to ``match`` conditions, filled by the evaluator: tools share conditions
+    # ("binary journalctl"), and one scan asks each question once.
+    condition_memo: dict[Condition, ConditionResult] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @property
     def path_dirs(self) -> tuple[str, ...]:

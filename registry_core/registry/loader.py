@@ -15,9 +15,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterable, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from registry_core import paths
 from registry_core.errors import MetaError
@@ -30,17 +30,65 @@ from registry_core.registry.snapshot import Registry
 _Key = tuple[int, int, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
+    """A parse-cache entry (a tuple: immutable and ten thousand of them are cheap)."""
+
     key: _Key | None
     parsed: ParsedMeta
+    path: Path
 
 
-def _broken(path: Path, message: str) -> ParsedMeta:
+def _broken(path: Path | str, message: str) -> ParsedMeta:
     return ParsedMeta(None, (MetaError(str(path), message),), ())
 
 
-def _read(path: Path) -> tuple[_Key | None, ParsedMeta | None, bytes | None]:
+# O_NOFOLLOW: only names that scandir reported as regular files (not symlinks) take
+# the fast path; if one was swapped for a symlink meanwhile, open fails and the
+# careful path below decides.  O_NONBLOCK: never hang on a FIFO put there instead.
+_FAST_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def _read_regular(path: str) -> tuple[_Key, bytes] | None:
+    """open + fstat + read of a file the directory listing called regular.
+
+    Half the system calls of stat-then-open; ``None`` for anything unusual, which
+    :func:`_read` then examines and explains.
+    """
+    try:
+        fd = os.open(path, _FAST_OPEN)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        size = st.st_size
+        if not stat.S_ISREG(st.st_mode) or size > MAX_META_BYTES:
+            return None
+        data = os.read(fd, size + 1)
+        if len(data) != size:  # short read, or the file changed since fstat: read on
+            parts, total = [data], len(data)
+            while total <= MAX_META_BYTES:
+                chunk = os.read(fd, MAX_META_BYTES + 1 - total)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                total += len(chunk)
+            data = b"".join(parts)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (st.st_mtime_ns, size, st.st_ino, st.st_ctime_ns), data
+
+
+def _stat_key(path: str) -> _Key | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns
+
+
+def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | None]:
     """Stat and (when needed) read one file; errors become a broken ParsedMeta."""
     try:
         st = os.stat(path)
@@ -79,7 +127,8 @@ class RegistryLoader:
         # Absolute, so executables stay valid whatever the caller's cwd becomes.
         self.dirs = tuple(Path(os.path.abspath(d)) for d in chosen)
         self._facts_factory = facts_factory or (lambda: HostFacts(env=environ))
-        self._cache: dict[Path, _Entry] = {}
+        self._dir_paths = {str(d): d for d in self.dirs}
+        self._cache: dict[str, _Entry] = {}  # by path string: no Path built to look up
         self._facts: HostFacts | None = None
         self._current = Registry(dirs=self.dirs)
 
@@ -93,59 +142,101 @@ class RegistryLoader:
             self._facts = self._facts_factory()
         return self._facts
 
-    def _parsed(self, path: Path) -> ParsedMeta | None:
-        """Parse ``path`` unless the cache already holds it unchanged; None if gone."""
-        key, early, data = _read(path)
-        if key is None and early is None:
-            self._cache.pop(path, None)
-            return None
-        cached = self._cache.get(path)
-        if key is not None and cached is not None and cached.key == key:
-            return cached.parsed
-        parsed = early if early is not None else parse_meta(path, data or b"")
-        self._cache[path] = _Entry(key, parsed)
-        return parsed
+    def _parsed(self, path: str, regular: bool) -> _Entry | None:
+        """Parse ``path`` unless the cache already holds it unchanged; None if gone.
 
-    def _build(self, name: str, sources: list[Path]) -> Tool | None:
-        """The Tool for ``name`` from its ``.meta`` files in search order."""
-        winner: Tool | None = None
+        ``regular``: the directory listing says this is a regular file (not a symlink).
+        """
+        cached = self._cache.get(path)
+        if cached is not None and cached.key is not None and _stat_key(path) == cached.key:
+            return cached
+        fast = _read_regular(path) if regular else None
+        if fast is not None:
+            key: _Key | None = fast[0]
+            early: ParsedMeta | None = None
+            data: bytes | None = fast[1]
+        else:
+            key, early, data = _read(path)
+            if key is None and early is None:
+                self._cache.pop(path, None)
+                return None
+        if cached is not None and key is not None and cached.key == key:
+            return cached
+        source = cached.path if cached is not None else self._path_of(path)
+        parsed = early if early is not None else parse_meta(source, data or b"")
+        entry = _Entry(key, parsed, source)
+        self._cache[path] = entry
+        return entry
+
+    def _path_of(self, path: str) -> Path:
+        """``Path(path)``, built from the tools directory's Path when possible (cheaper)."""
+        head, _, tail = path.rpartition("/")
+        directory = self._dir_paths.get(head)
+        return directory / tail if directory is not None else Path(path)
+
+    def _build(
+        self,
+        name: str,
+        sources: list[str],
+        regular: Container[str] = (),
+        listings: Mapping[str, Mapping[str, os.DirEntry[str]]] | None = None,
+    ) -> Tool | None:
+        """The Tool for ``name`` from its ``.meta`` files in search order.
+
+        ``regular`` and ``listings`` come from a directory scan just made: which
+        paths are plain files, and the names in each directory.
+        """
         for index, path in enumerate(sources):
-            parsed = self._parsed(path)
-            if parsed is None:
+            entry = self._parsed(path, path in regular)
+            if entry is None:
                 continue
-            shadowed = tuple(sources[index + 1 :])
+            shadowed = tuple([Path(p) for p in sources[index + 1 :]])
+            parsed = entry.parsed
             if parsed.meta is None:
-                winner = Tool(
+                return Tool(
                     name=name,
-                    source=path,
+                    source=entry.path,
                     status=Status.BROKEN,
                     errors=parsed.errors,
                     warnings=parsed.warnings,
                     shadowed=shadowed,
                 )
-            else:
-                winner = evaluate(parsed.meta, self.facts, shadowed)
-            break
-        return winner
+            listing = listings.get(path.rpartition("/")[0]) if listings is not None else None
+            return evaluate(parsed.meta, self.facts, shadowed, listing)
+        return None
 
-    def _scan_dirs(self) -> dict[str, list[Path]]:
-        found: dict[str, list[Path]] = {}
+    def _scan_dirs(
+        self,
+    ) -> tuple[dict[str, list[str]], set[str], dict[str, dict[str, os.DirEntry[str]]]]:
+        """Every ``.meta`` by tool name (search order), the plain files among them, and
+        the names in each directory (for co-located executables)."""
+        found: dict[str, list[str]] = {}
+        regular: set[str] = set()
+        listings: dict[str, dict[str, os.DirEntry[str]]] = {}
         for directory in self.dirs:
             try:
-                names = sorted(e.name for e in os.scandir(directory) if e.name.endswith(".meta"))
+                with os.scandir(directory) as it:
+                    entries = list(it)
             except OSError:
                 continue
-            for filename in names:
-                found.setdefault(filename[: -len(".meta")], []).append(directory / filename)
-        return found
+            listings[str(directory)] = {e.name: e for e in entries}
+            metas = sorted([e for e in entries if e.name.endswith(".meta")], key=_entry_name)
+            for entry in metas:
+                found.setdefault(entry.name[:-5], []).append(entry.path)
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        regular.add(entry.path)
+                except OSError:
+                    pass
+        return found, regular, listings
 
     def load(self) -> Registry:
         """Full scan: every directory listed, every file stat'ed, changed files parsed."""
         self._facts = self._facts_factory()
-        found = self._scan_dirs()
+        found, regular, listings = self._scan_dirs()
         tools: dict[str, Tool] = {}
         for name, sources in found.items():
-            tool = self._build(name, sources)
+            tool = self._build(name, sources, regular, listings)
             if tool is not None:
                 tools[name] = tool
         live = {p for sources in found.values() for p in sources}
@@ -168,15 +259,24 @@ class RegistryLoader:
                 names |= {t.name for t in self._current.tools.values() if t.directory == path}
             elif path.parent in self.dirs:
                 names.add(path.name.removesuffix(".meta"))
+                # A helper executable named by some tool's cmd changed.
+                names |= {t.name for t in self._current.tools.values() if t.executable == path}
+        # Conditions are answered afresh for what is re-examined (the files a
+        # condition names may have changed too); $PATH stays indexed per scan.
+        self.facts.condition_memo.clear()
         changes: dict[str, Tool | None] = {}
         for name in names:
-            sources = [d / f"{name}.meta" for d in self.dirs]
+            sources = [os.path.join(d, f"{name}.meta") for d in self.dirs]
             present = [p for p in sources if os.path.lexists(p)]
             changes[name] = self._build(name, present) if present else None
             for gone in set(sources) - set(present):
                 self._cache.pop(gone, None)
         self._current = self._current.with_changes(changes)
         return self._current
+
+
+def _entry_name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def load_registry(

@@ -24,7 +24,7 @@ from registry_core.registry.model import (
     Tier,
     VariantDef,
 )
-from registry_core.registry.schema import schema_error
+from registry_core.registry.schema import fast_check, schema_error
 
 MAX_META_BYTES = 1024 * 1024
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
@@ -50,7 +50,7 @@ def tool_name_error(name: str) -> str | None:
         return "empty tool name"
     if name.startswith("."):
         return f"tool name {name!r} must not start with '.'"
-    if not TOOL_NAME_RE.match(name):
+    if not TOOL_NAME_RE.fullmatch(name):
         return f"tool name {name!r} may only contain letters, digits, '_', '.' and '-'"
     return None
 
@@ -78,15 +78,19 @@ class _Checker:
 
     def fields(self, obj: dict[str, Any], where: Path_) -> Fields:
         def string(key: str) -> str | None:
-            value = obj.get(key)
-            if value is None or isinstance(value, str):
+            if key not in obj:
+                return None
+            value = obj[key]
+            if isinstance(value, str):
                 return value
             self.error([*where, key], f"must be a string, not {_json_type(value)}")
             return None
 
         def boolean(key: str) -> bool | None:
-            value = obj.get(key)
-            if value is None or isinstance(value, bool):
+            if key not in obj:
+                return None
+            value = obj[key]
+            if isinstance(value, bool):
                 return value
             self.error([*where, key], f"must be true or false, not {json.dumps(value)}")
             return None
@@ -185,7 +189,8 @@ def parse_meta(path: Path, data: bytes, name: str | None = None) -> ParsedMeta:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line, col = line_col(data[: exc.start].decode("utf-8", "replace"), exc.start)
+        before = data[: exc.start].decode("utf-8", "replace")
+        line, col = line_col(before, len(before))
         return ParsedMeta(None, (MetaError(str(path), "not valid UTF-8", line, col),), ())
     try:
         doc = json.loads(text)
@@ -195,7 +200,111 @@ def parse_meta(path: Path, data: bytes, name: str | None = None) -> ParsedMeta:
     return check_document(path, tool, text, doc)
 
 
+# --- the fast path -------------------------------------------------------------------
+#
+# Almost every .meta is well formed.  These functions accept a document only when
+# the full check would report neither an error nor a warning, and then build
+# exactly what it builds; anything else returns None and _Checker decides (with
+# positions).  They exist because a registry of thousands of tools must load in
+# about the time it takes to read and decode the files (bench/registry_load.py).
+
+_MISSING: Any = object()
+
+
+def _quick_fields(obj: dict[str, Any]) -> Fields | None:
+    get = obj.get
+    description = get("description", _MISSING)
+    if description is _MISSING:
+        description = None
+    elif not isinstance(description, str):
+        return None
+    prompt = get("prompt", _MISSING)
+    if prompt is _MISSING:
+        prompt = None
+    elif not isinstance(prompt, str):
+        return None
+    args = get("args", _MISSING)
+    if args is _MISSING:
+        args = None
+    elif (
+        not isinstance(args, dict)
+        or args.get("type", "object") != "object"
+        or fast_check(args) is not True
+    ):
+        return None
+    tier = get("tier", _MISSING)
+    if tier is _MISSING:
+        tier = None
+    else:
+        tier = _TIERS.get(tier) if isinstance(tier, str) else None
+        if tier is None:
+            return None
+    cmd = get("cmd", _MISSING)
+    if cmd is _MISSING:
+        cmd = None
+    elif not isinstance(cmd, str) or not cmd.strip() or "\0" in cmd:
+        return None
+    read_only = get("readOnly", _MISSING)
+    if read_only is _MISSING:
+        read_only = None
+    elif not isinstance(read_only, bool):
+        return None
+    sudo = get("sudo", _MISSING)
+    if sudo is _MISSING:
+        sudo = None
+    elif not isinstance(sudo, bool):
+        return None
+    elevated = get("elevated", _MISSING)
+    if elevated is _MISSING:
+        elevated = None
+    elif not isinstance(elevated, bool):
+        return None
+    return Fields(description, prompt, args, tier, read_only, cmd, sudo, elevated)
+
+
+def _quick_variants(raw: Any) -> tuple[VariantDef, ...] | None:
+    if not isinstance(raw, list) or not raw:
+        return None
+    out: list[VariantDef] = []
+    for index, variant in enumerate(raw):
+        if not isinstance(variant, dict) or not VARIANT_KEYS.issuperset(variant):
+            return None
+        match = variant.get("match")
+        if not isinstance(match, dict):
+            return None
+        conditions: list[Condition] = []
+        for key, value in match.items():
+            match_key = _MATCH_KEYS.get(key)
+            if match_key is None or not isinstance(value, str) or not value:
+                return None
+            conditions.append(Condition(match_key, value))
+        fields = _quick_fields(variant)
+        if fields is None:
+            return None
+        out.append(VariantDef(index, tuple(conditions), fields))
+    return tuple(out)
+
+
+def _quick_meta(path: Path, tool: str, doc: dict[str, Any]) -> MetaFile | None:
+    """The :class:`MetaFile` of a flawless document, else None."""
+    if not TOP_LEVEL_KEYS.issuperset(doc):
+        return None
+    top = _quick_fields(doc)
+    if top is None:
+        return None
+    variants: tuple[VariantDef, ...] | None = None
+    if "variants" in doc:
+        variants = _quick_variants(doc["variants"])
+        if variants is None:
+            return None
+    return MetaFile(path, tool, top, variants, ())
+
+
 def check_document(path: Path, tool: str, text: str, doc: Any) -> ParsedMeta:
+    if isinstance(doc, dict):
+        quick = _quick_meta(path, tool, doc)
+        if quick is not None:
+            return ParsedMeta(quick, (), ())
     checker = _Checker(path, text)
     if not isinstance(doc, dict):
         checker.error([], f"the top level must be a JSON object, not {_json_type(doc)}")

@@ -76,17 +76,21 @@ class Fields:
 
     def set_names(self) -> tuple[str, ...]:
         """The ``.meta`` spelling of every field that is set (for the browser)."""
-        names = {
-            "description": self.description,
-            "prompt": self.prompt,
-            "args": self.args,
-            "tier": self.tier,
-            "readOnly": self.read_only,
-            "cmd": self.cmd,
-            "sudo": self.sudo,
-            "elevated": self.elevated,
-        }
-        return tuple(k for k, v in names.items() if v is not None)
+        values = (
+            self.description,
+            self.prompt,
+            self.args,
+            self.tier,
+            self.read_only,
+            self.cmd,
+            self.sudo,
+            self.elevated,
+        )
+        return tuple([k for k, v in zip(_FIELD_NAMES, values, strict=True) if v is not None])
+
+
+# The .meta spelling of Fields' attributes, in declaration order.
+_FIELD_NAMES = ("description", "prompt", "args", "tier", "readOnly", "cmd", "sudo", "elevated")
 
 
 @dataclass(frozen=True, slots=True)

@@ -92,6 +92,12 @@ _KEYWORDS: dict[str, Callable[[Any], bool | None]] = {
 }
 
 
+# The keywords almost every tool schema consists of are decided inline below (a
+# function call per keyword would cost more than the rest of loading a .meta);
+# the others go through _KEYWORDS.  Both paths implement the same rules.
+_TEXT_KEYWORDS = frozenset({"description", "title", "format", "$comment"})
+
+
 def fast_check(schema: Any) -> bool | None:
     """``True``/``False`` when the common-keyword rules decide, ``None`` when unsure."""
     if isinstance(schema, bool):
@@ -100,6 +106,38 @@ def fast_check(schema: Any) -> bool | None:
         return False
     result: bool | None = True
     for key, value in schema.items():
+        if key == "type" and isinstance(value, str):
+            if value not in _SIMPLE_TYPES:
+                return False
+            continue
+        if key in _TEXT_KEYWORDS:
+            if not isinstance(value, str):
+                return False
+            continue
+        if key == "properties" and isinstance(value, dict):
+            for sub in value.values():
+                if isinstance(sub, dict):
+                    # Most properties are {"type": ..., "description": ...}: decide those
+                    # here; anything else (in the same key order) goes to fast_check.
+                    for k, v in sub.items():
+                        if k == "type" and isinstance(v, str):
+                            if v not in _SIMPLE_TYPES:
+                                return False
+                        elif k in _TEXT_KEYWORDS:
+                            if not isinstance(v, str):
+                                return False
+                        else:
+                            break
+                    else:
+                        continue
+                    r = fast_check(sub)
+                    if r is False:
+                        return False
+                    if r is None:
+                        result = None
+                elif not isinstance(sub, bool):
+                    return False
+            continue
         rule = _KEYWORDS.get(key)
         if rule is None:
             return None
@@ -111,10 +149,36 @@ def fast_check(schema: Any) -> bool | None:
     return result
 
 
+class _UnknownDialect:
+    """Sentinel default for ``validator_for``: the ``$schema`` names no known draft."""
+
+
+def _dialect_error(schema: Any) -> str | None:
+    """A problem with the top-level ``$schema`` that ``validator_for`` cannot report.
+
+    ``validator_for`` raises ``TypeError`` for an unhashable ``$schema`` and only
+    warns (a ``DeprecationWarning``) for an unknown one, then validates against the
+    latest draft; both would let a bad ``.meta`` escape as something else than a
+    positioned error.
+    """
+    if not isinstance(schema, dict) or "$schema" not in schema:
+        return None
+    uri = schema["$schema"]
+    if not isinstance(uri, str):
+        return f"{uri!r} is not of type 'string'"
+    unknown: Any = _UnknownDialect
+    if jsonschema.validators.validator_for(schema, default=unknown) is unknown:
+        return f"unknown $schema {uri!r}"
+    return None
+
+
 def schema_error(schema: Any) -> tuple[str, list[str | int]] | None:
     """``None`` when ``schema`` is a valid JSON Schema, else (message, path inside it)."""
     if fast_check(schema) is True:
         return None
+    dialect = _dialect_error(schema)
+    if dialect is not None:
+        return dialect, ["$schema"]
     cls = jsonschema.validators.validator_for(schema)
     try:
         cls.check_schema(schema)
