@@ -11,11 +11,13 @@ A property-based test keeps the two in agreement.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
+if TYPE_CHECKING:
+    import jsonschema.protocols
+
+# jsonschema itself is imported only when needed (it costs ~100 ms of start-up):
+# the fast path decides almost every tool schema without it.
 
 _SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
@@ -166,6 +168,8 @@ def _dialect_error(schema: Any) -> str | None:
     uri = schema["$schema"]
     if not isinstance(uri, str):
         return f"{uri!r} is not of type 'string'"
+    import jsonschema.validators
+
     unknown: Any = _UnknownDialect
     if jsonschema.validators.validator_for(schema, default=unknown) is unknown:
         return f"unknown $schema {uri!r}"
@@ -179,6 +183,9 @@ def schema_error(schema: Any) -> tuple[str, list[str | int]] | None:
     dialect = _dialect_error(schema)
     if dialect is not None:
         return dialect, ["$schema"]
+    import jsonschema.exceptions
+    import jsonschema.validators
+
     cls = jsonschema.validators.validator_for(schema)
     try:
         cls.check_schema(schema)
@@ -189,5 +196,7 @@ def schema_error(schema: Any) -> tuple[str, list[str | int]] | None:
 
 def validator_for(schema: Any) -> jsonschema.protocols.Validator:
     """A validator for call arguments against ``schema``."""
+    import jsonschema.validators
+
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
