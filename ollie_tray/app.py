@@ -38,7 +38,11 @@ from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig, Pending
 from registry_core.elevation.gates import BrokerGate
 from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.server import BrokerAlreadyRunningError, BrokerServer
+from registry_core.elevation.server import (
+    BrokerAlreadyRunningError,
+    BrokerServer,
+    SocketSetupError,
+)
 from registry_core.errors import ElevationError
 from registry_core.registry import RegistryLoader
 from registry_core.registry.watch import DirectoryWatcher
@@ -54,6 +58,9 @@ class AppOptions:
     countdown_s: int = 60
     arm_delay_ms: int = 700
     open_browser: bool = False
+    # Bound before Qt started (main.py), or why binding failed; None: bind in run().
+    listening: socket.socket | None = None
+    bind_error: str | None = None
 
 
 class _Events(QObject):
@@ -268,7 +275,9 @@ class TrayApp:
 
     async def run(self) -> int:
         try:
-            await self.server.start()
+            if self.options.bind_error is not None:
+                raise SocketSetupError(self.options.bind_error)
+            await self.server.start(self.options.listening)
         except BrokerAlreadyRunningError as exc:
             print(f"ollie-tray: {exc}", file=sys.stderr)
             self._signals.close()
@@ -282,7 +291,8 @@ class TrayApp:
                 self.tray.set_error(message)
             self._tray_message("Ollie Tray cannot serve requests", message)
         else:
-            print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
+            if self.options.listening is None:
+                print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
         self._start_watching()
         await self.notifier.start()
         if self.options.open_browser:

@@ -12,13 +12,19 @@ import argparse
 import asyncio
 import logging
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from registry_core import paths
 from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.elevation.client import BrokerClient
+from registry_core.elevation.listen import (
+    BrokerAlreadyRunningError,
+    SocketSetupError,
+    bind_socket,
+)
 from registry_core.errors import BrokerUnavailableError
 from registry_core.secure import harden_process
 
@@ -97,16 +103,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = demo_env(env)
         os.environ.update(env)
     socket_path = paths.elevate_socket(env)
-    if broker_alive(socket_path):
+    # Bind first, before Qt and the rest are imported: agents can connect at once
+    # (their connections wait in the backlog until the event loop serves them), and
+    # a live socket answers the single-instance question.
+    listening: socket.socket | None = None
+    bind_error: str | None = None
+    try:
+        listening = bind_socket(socket_path)
+    except BrokerAlreadyRunningError:
         if args.browser:
             return _open_browser_in_running(socket_path)
         print(f"ollie-tray: already running (a broker answers on {socket_path})", file=sys.stderr)
         return 1
+    except SocketSetupError as exc:
+        bind_error = str(exc)
+    else:
+        print(f"ollie-tray: listening on {socket_path}", file=sys.stderr, flush=True)
     harden_process()
-    return _run_gui(env, args)
+    return _run_gui(env, args, listening, bind_error)
 
 
-def _run_gui(env: dict[str, str], args: argparse.Namespace) -> int:
+def _run_gui(
+    env: dict[str, str],
+    args: argparse.Namespace,
+    listening: socket.socket | None,
+    bind_error: str | None,
+) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
@@ -119,7 +141,12 @@ def _run_gui(env: dict[str, str], args: argparse.Namespace) -> int:
     qapp.setDesktopFileName("ollie-tray")
     qapp.setQuitOnLastWindowClosed(False)
     qapp.setWindowIcon(icon("ollie-tray"))
-    options = AppOptions(countdown_s=args.countdown, open_browser=args.browser)
+    options = AppOptions(
+        countdown_s=args.countdown,
+        open_browser=args.browser,
+        listening=listening,
+        bind_error=bind_error,
+    )
 
     async def run() -> int:
         app = TrayApp(qapp, env, options)

@@ -1,9 +1,8 @@
 """The broker's Unix socket server (asyncio): bytes in, bytes out, around :class:`Broker`.
 
-Socket safety: the directory is created 0700 and must be ours; the socket
-is bound under a 0177 umask (so it is never briefly wider than 0600); a
-socket that answers belongs to a live instance and is left alone (start
-fails); one that does not is stale and replaced.  Every connection's peer
+Socket safety is :mod:`registry_core.elevation.listen`'s job (0700 directory,
+0600 socket, live-instance detection, stale socket replacement).  Every
+connection's peer
 uid comes from ``SO_PEERCRED``; another uid gets a ``peer_uid`` error and
 the connection is closed.
 
@@ -19,77 +18,35 @@ import contextlib
 import logging
 import os
 import socket
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.core import Broker
 from registry_core.elevation.identity import Requester, describe_peer, peer_credentials
+from registry_core.elevation.listen import (
+    BrokerAlreadyRunningError,
+    SocketSetupError,
+    bind_socket,
+    prepare_socket_dir,
+    socket_is_live,
+)
+
+__all__ = [
+    "BrokerAlreadyRunningError",
+    "BrokerServer",
+    "SocketSetupError",
+    "bind_socket",
+    "prepare_socket_dir",
+    "socket_is_live",
+]
 from registry_core.elevation.protocol import encode, request_decoder
-from registry_core.errors import ElevationError
 
 log = logging.getLogger(__name__)
 _READ_CHUNK = 65536
 # Many clients may connect at once (an agent's parallel calls, 500+ in the tests);
 # a short backlog makes non-blocking connects fail (asyncio clients get ENOTCONN).
 _BACKLOG = socket.SOMAXCONN
-
-
-class BrokerAlreadyRunningError(ElevationError):
-    """Another live broker answers on the socket."""
-
-
-class SocketSetupError(ElevationError):
-    """The socket directory or file is unsafe or cannot be created."""
-
-
-def prepare_socket_dir(path: Path) -> None:
-    """Create the socket's directory 0700, or check an existing one is ours and private."""
-    directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    st = directory.stat()
-    if st.st_uid != os.getuid():
-        raise SocketSetupError(f"{directory} belongs to uid {st.st_uid}, not to you")
-    if stat.S_IMODE(st.st_mode) & 0o077:
-        os.chmod(directory, 0o700)
-
-
-def socket_is_live(path: Path, timeout: float = 1.0) -> bool:
-    """Does something accept connections on ``path``?"""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(timeout)
-    try:
-        probe.connect(str(path))
-    except OSError:
-        return False
-    finally:
-        probe.close()
-    return True
-
-
-def bind_socket(path: Path) -> socket.socket:
-    """A listening socket at ``path`` (0600), replacing a stale one."""
-    prepare_socket_dir(path)
-    if os.path.lexists(path):
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
-            raise SocketSetupError(f"{path} exists and is not a socket; refusing to replace it")
-        if socket_is_live(path):
-            raise BrokerAlreadyRunningError(f"another broker is already listening on {path}")
-        os.unlink(path)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o177)
-    try:
-        sock.bind(str(path))
-    except OSError as exc:
-        sock.close()
-        raise SocketSetupError(f"cannot bind {path}: {exc.strerror}") from exc
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
-    sock.listen(_BACKLOG)
-    sock.setblocking(False)
-    return sock
 
 
 class _Connection:
@@ -231,8 +188,10 @@ class BrokerServer:
         self._inode: int | None = None
         self.closed = asyncio.Event()
 
-    async def start(self) -> None:
-        sock = bind_socket(self.path)
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Serve on ``sock`` (already bound to ``path`` by :func:`bind_socket`) or bind now."""
+        if sock is None:
+            sock = bind_socket(self.path)
         self._inode = os.stat(self.path).st_ino
         self._server = await asyncio.start_unix_server(
             self._accept, sock=sock, limit=m.MAX_FRAME, backlog=_BACKLOG

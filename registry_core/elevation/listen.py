@@ -1,0 +1,80 @@
+"""Bind the broker's socket safely; light enough to run before anything else starts.
+
+The tray binds (and listens) first thing, so agents can connect while the
+rest of the application is still starting: their connections wait in the
+kernel's backlog and are served as soon as the event loop runs (the same
+idea as systemd socket activation). Binding here also decides the
+single-instance question: a live socket means another broker runs.
+
+Socket safety: the directory is created 0700 and must be ours; the socket
+is bound under a 0177 umask (so it is never briefly wider than 0600); a
+socket that answers belongs to a live instance and is left alone; one that
+does not is stale and replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+from pathlib import Path
+
+from registry_core.errors import ElevationError
+
+_BACKLOG = socket.SOMAXCONN
+
+
+class BrokerAlreadyRunningError(ElevationError):
+    """Another live broker answers on the socket."""
+
+
+class SocketSetupError(ElevationError):
+    """The socket directory or file is unsafe or cannot be created."""
+
+
+def prepare_socket_dir(path: Path) -> None:
+    """Create the socket's directory 0700, or check an existing one is ours and private."""
+    directory = path.parent
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = directory.stat()
+    if st.st_uid != os.getuid():
+        raise SocketSetupError(f"{directory} belongs to uid {st.st_uid}, not to you")
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(directory, 0o700)
+
+
+def socket_is_live(path: Path, timeout: float = 1.0) -> bool:
+    """Does something accept connections on ``path``?"""
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(timeout)
+    try:
+        probe.connect(str(path))
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
+
+
+def bind_socket(path: Path) -> socket.socket:
+    """A listening socket at ``path`` (0600), replacing a stale one."""
+    prepare_socket_dir(path)
+    if os.path.lexists(path):
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            raise SocketSetupError(f"{path} exists and is not a socket; refusing to replace it")
+        if socket_is_live(path):
+            raise BrokerAlreadyRunningError(f"another broker is already listening on {path}")
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:
+        sock.close()
+        raise SocketSetupError(f"cannot bind {path}: {exc.strerror}") from exc
+    finally:
+        os.umask(old_umask)
+    os.chmod(path, 0o600)
+    sock.listen(_BACKLOG)
+    sock.setblocking(False)
+    return sock

@@ -1,0 +1,71 @@
+"""`ollie-tray` binds its socket before Qt starts; that bind is the single-instance check."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from ollie_tray import main as tray_main
+from registry_core.elevation.listen import bind_socket
+
+
+@pytest.fixture
+def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.setenv("OLLIE_DEMO_HOME", str(tmp_path / "demo"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("OLLIE_ELEVATE_SOCKET", raising=False)
+    return run
+
+
+def test_socket_is_bound_before_the_gui_starts(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, object] = {}
+
+    def fake_gui(env: dict[str, str], args: object, listening: object, bind_error: object) -> int:
+        path = runtime / "ollie" / "elevate.sock"
+        seen["mode"] = stat.S_IMODE(os.stat(path).st_mode)
+        seen["dir_mode"] = stat.S_IMODE(os.stat(path.parent).st_mode)
+        seen["listening"] = listening
+        seen["error"] = bind_error
+        return 0
+
+    monkeypatch.setattr(tray_main, "_run_gui", fake_gui)
+    assert tray_main.main(["--demo"]) == 0
+    assert seen["mode"] == 0o600
+    assert seen["dir_mode"] == 0o700
+    assert seen["listening"] is not None
+    assert seen["error"] is None
+    assert "listening on" in capsys.readouterr().err
+    seen["listening"].close()  # type: ignore[attr-defined]
+
+
+def test_a_live_socket_means_already_running(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = bind_socket(runtime / "ollie" / "elevate.sock")
+    monkeypatch.setattr(tray_main, "_run_gui", lambda *a: pytest.fail("the GUI must not start"))
+    try:
+        assert tray_main.main(["--demo"]) == 1
+    finally:
+        other.close()
+    assert "already running" in capsys.readouterr().err
+
+
+def test_an_unsafe_socket_dir_starts_in_the_error_state(
+    runtime: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (runtime / "ollie").mkdir(mode=0o700)
+    (runtime / "ollie" / "elevate.sock").write_text("not a socket")
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(
+        tray_main, "_run_gui", lambda env, args, listening, error: seen.update(e=error) or 0
+    )
+    assert tray_main.main(["--demo"]) == 0
+    assert "not a socket" in str(seen["e"])
