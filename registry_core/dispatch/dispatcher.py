@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from registry_core import paths
+from registry_core.dispatch.fastvalid import certainly_valid
 from registry_core.dispatch.gate import (
     ElevationGate,
     ElevationRequest,
@@ -69,6 +68,10 @@ def validate_args(tool: Tool, args: Any) -> None:
     """Raise :class:`ArgumentsError` naming the field when ``args`` violates the schema."""
     if not isinstance(args, dict):
         raise ArgumentsError(tool.name, "(arguments)", "must be a JSON object")
+    if certainly_valid(tool.args, args):
+        return
+    import jsonschema.exceptions  # the full validator decides and explains
+
     validator = validator_for(dict(tool.args))
     errors = sorted(validator.iter_errors(args), key=lambda e: list(e.path))
     if not errors:
