@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -214,7 +215,12 @@ class Person:
 
     async def type(self, window: str, text: str) -> None:
         await asyncio.to_thread(self._xdotool, "windowfocus", "--sync", window)
-        await asyncio.to_thread(self._xdotool, "type", "--delay", "30", text)
+        # xdotool types a character missing from the keymap by remapping a spare
+        # keycode; back to back, such remaps can lose a character. One call (and a
+        # slower pace) per non-ASCII character keeps every keystroke.
+        for run in re.findall(r"[\x00-\x7f]+|[^\x00-\x7f]", text):
+            delay = "30" if run.isascii() else "150"
+            await asyncio.to_thread(self._xdotool, "type", "--delay", delay, run)
 
     def windows(self, title: str) -> list[str]:
         done = subprocess.run(
