@@ -114,7 +114,6 @@ class TrayApp:
             self.tray = TrayIcon(self._actions())
             self.tray.show()
         else:
-            log.warning("no system tray: dialogs and notifications still work")
             print(
                 "ollie-tray: no system tray available; running without an icon "
                 "(dialogs and notifications still appear)",
