@@ -10,6 +10,7 @@ A property-based test keeps the two in agreement.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +45,17 @@ def _check_type(v: Any) -> bool | None:
     return False
 
 
+def _check_pattern(v: Any) -> bool | None:
+    """``pattern`` must be a string that compiles (jsonschema's "regex" format check)."""
+    if not isinstance(v, str):
+        return False
+    try:
+        re.compile(v)
+    except re.error:
+        return None  # let jsonschema word the error
+    return True
+
+
 def _check_string_array(v: Any) -> bool | None:
     if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
         return False
@@ -70,6 +82,7 @@ _KEYWORDS: dict[str, Callable[[Any], bool | None]] = {
     "description": lambda v: isinstance(v, str),
     "title": lambda v: isinstance(v, str),
     "format": lambda v: isinstance(v, str),
+    "pattern": _check_pattern,
     "$comment": lambda v: isinstance(v, str),
     "enum": lambda v: isinstance(v, list),
     "examples": lambda v: isinstance(v, list),
