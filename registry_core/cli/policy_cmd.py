@@ -15,17 +15,20 @@ import json
 import socket
 import sys
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from registry_core.cli.render import table
-from registry_core.elevation.audit import AuditLog, AuditRecord
 from registry_core.elevation.messages import Decision, Kind
-from registry_core.elevation.policies import Policy, PolicyStore, file_sha256
-from registry_core.elevation.policy_file import DURATIONS
 from registry_core.elevation.prompter import Remember
 from registry_core.errors import OllieError, PolicyError
 from registry_core.paths import audit_file, policies_file, tools_path
-from registry_core.registry import RegistryLoader
+
+if TYPE_CHECKING:
+    from registry_core.elevation.audit import AuditRecord
+    from registry_core.elevation.policies import Policy, PolicyStore
+
+# The policy store, audit log and registry are imported by the handlers that use
+# them, so other `ollie-tools` commands start without them.
 
 EXIT_ERROR = 1
 EXIT_USAGE = 2
@@ -43,6 +46,8 @@ def _warn(message: str) -> None:
 
 
 def _store(env: dict[str, str]) -> PolicyStore:
+    from registry_core.elevation.policies import PolicyStore
+
     return PolicyStore(policies_file(env), on_problem=_warn)
 
 
@@ -95,6 +100,10 @@ def cmd_policy_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) 
 
 
 def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.elevation.policies import Policy, file_sha256
+    from registry_core.elevation.policy_file import DURATIONS
+    from registry_core.registry import RegistryLoader
+
     try:
         tool = RegistryLoader(tools_path(env), env).load().usable(args.tool)
         if tool.executable is None:
@@ -125,6 +134,8 @@ def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO)
 
 
 def cmd_policy_deny(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.elevation.policies import Policy
+
     kinds = [Kind(args.kind)] if args.kind else list(Kind)
     store = _store(env)
     now = time.time()
@@ -180,6 +191,8 @@ def audit_text(records: list[AuditRecord]) -> str:
 
 
 def cmd_audit(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.elevation.audit import AuditLog
+
     try:
         tail = AuditLog(audit_file(env)).read_tail(args.tail)
     except OllieError as exc:

@@ -7,10 +7,16 @@ import json
 import os
 from typing import Any, TextIO
 
-from registry_core.sandbox import abi_version, describe, effective_rules, format_text, load_profile
-
 
 def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.sandbox import (
+        abi_version,
+        describe,
+        effective_rules,
+        format_text,
+        load_profile,
+    )
+
     profile = load_profile(env, args.profile)
     rules = effective_rules(profile, env, os.getcwd())
     info = describe(rules, abi_version())

@@ -9,12 +9,9 @@ way.  With no front-end at all, every request is denied (fail closed).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import shutil
-import tempfile
-import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -76,6 +73,11 @@ class InProcessBroker:
 
         # This process will hold the sudo password: no core dumps, no ptrace.
         harden_process()
+        # Imported here: an agent's call that needs no in-process broker starts faster.
+        import asyncio
+        import tempfile
+        import threading
+
         self._dir = Path(tempfile.mkdtemp(prefix="ollie-broker-"))
         os.chmod(self._dir, 0o700)
         self.path = self._dir / "elevate.sock"
@@ -99,6 +101,8 @@ class InProcessBroker:
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
+            import asyncio
+
             asyncio.run_coroutine_threadsafe(self._server.close(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)
