@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from local_users import python_for
 
 from registry_core.paths import resources_dir
 
@@ -158,12 +159,12 @@ class RemoteUser:
     home: Path
     password: str = field(repr=False)
 
+    @property
+    def groups(self) -> list[int]:
+        return os.getgrouplist(self.name, self.gid)
+
     def as_user(self) -> dict[str, Any]:
-        return {
-            "user": self.uid,
-            "group": self.gid,
-            "extra_groups": os.getgrouplist(self.name, self.gid),
-        }
+        return {"user": self.uid, "group": self.gid, "extra_groups": self.groups}
 
 
 @dataclass
@@ -254,34 +255,6 @@ class World:
 # --- building the world ---------------------------------------------------------------
 
 
-def _python_for(user: RemoteUser) -> str:
-    """An interpreter of this Python's version that ``user`` can execute."""
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    candidates = [
-        os.path.realpath(sys.executable),
-        getattr(sys, "_base_executable", sys.executable),
-        f"/usr/bin/python{version}",
-        f"/usr/local/bin/python{version}",
-    ]
-    for candidate in dict.fromkeys(candidates):
-        if not os.path.isfile(candidate):
-            continue
-        try:
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                cwd="/",
-                capture_output=True,
-                text=True,
-                check=False,
-                **user.as_user(),
-            )
-        except OSError:
-            continue
-        if probe.returncode == 0 and probe.stdout.strip() == version:
-            return candidate
-    raise RuntimeError(f"no Python {version} that {user.name} can run among {candidates}")
-
-
 _IMPORTS = (
     "import registry_core.cli.tools, registry_core.cli.askpass, registry_core.cli.remote,"
     " registry_core.sandbox.apply, registry_core.dispatch, yaml, jsonschema"
@@ -310,7 +283,7 @@ def _third_party(purelib: Path) -> list[Path]:
 
 def _build_runtime(world: World) -> None:
     user, base = world.user, world.base
-    python = _python_for(user)
+    python = python_for(user)
     run([python, "-m", "venv", "--without-pip", str(base / "venv")])
     site = base / "site"
     site.mkdir()
