@@ -208,6 +208,10 @@ def measure(runs: int) -> dict[str, Any]:
             "OLLIE_DEMO_HOME": str(base / "demo"),
             "OLLIE_TRAY_TEST_STATE_FILE": str(state),
         }
+        # Not a first start (which would open the Tool Browser).
+        welcomed = base / "demo" / "state" / "ollie" / "welcome-shown"
+        welcomed.parent.mkdir(parents=True)
+        welcomed.touch()
         log = base / "tray.log"
         tray = stack.enter_context(
             ds.running([str(BIN / "ollie-tray"), "--demo"], tray_env, log, stdout=None)

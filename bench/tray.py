@@ -137,6 +137,10 @@ def main() -> int:
             "OLLIE_DEMO_HOME": str(tmp / "demo"),
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp}/no-bus",
         }
+        # Not a first start (which would open the Tool Browser): measure the tray alone.
+        welcomed = tmp / "demo" / "state" / "ollie" / "welcome-shown"
+        welcomed.parent.mkdir(parents=True)
+        welcomed.touch()
         helpers = start_desktop(tmp, env)
         try:
             icon = str(REPO / "resources" / "icons" / "ollie-tray.svg")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+from ollie_tray.desktop_integration import install_icons, with_exec, write_atomically
 from registry_core.paths import config_home
 
 ENTRY_NAME = "ollie-tray.desktop"
@@ -41,19 +40,10 @@ def is_enabled(env: Mapping[str, str]) -> bool:
 
 
 def install(env: Mapping[str, str], executable: str | None = None) -> Path:
-    """Write the autostart entry; ``Exec`` points at this installation's ``ollie-tray``."""
+    """Write the autostart entry (``Exec``: this installation) and install its icons."""
     target = autostart_path(env)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = _template_text()
-    program = executable or shutil.which("ollie-tray") or "ollie-tray"
-    if any(c in program for c in ' "\\`$'):
-        escaped = program.replace("\\", "\\\\").replace('"', '\\"')
-        program = f'"{escaped}"'
-
-    lines = [f"Exec={program}" if line.startswith("Exec=") else line for line in text.splitlines()]
-    tmp = target.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.replace(tmp, target)
+    write_atomically(target, with_exec(_template_text(), executable))
+    install_icons(env)
     return target
 
 

@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--install-autostart", action="store_true", help="start Ollie Tray at login")
     p.add_argument("--remove-autostart", action="store_true", help="do not start at login")
     p.add_argument(
+        "--install-desktop",
+        action="store_true",
+        help="add Ollie Tray to the application menu (launcher and hicolor icons)",
+    )
+    p.add_argument(
         "--countdown",
         type=int,
         default=60,
@@ -71,6 +76,32 @@ def demo_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def _has_tools(env: dict[str, str]) -> bool:
+    for directory in paths.tools_path(env):
+        try:
+            with os.scandir(directory) as entries:
+                if any(entry.name.endswith(".meta") for entry in entries):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def first_start_without_tools(user_env: dict[str, str], app_env: dict[str, str]) -> bool:
+    """The first start of a user without tools of their own: show the Tool Browser once."""
+    if _has_tools(user_env):
+        return False
+    marker = paths.state_home(app_env) / "ollie" / "welcome-shown"
+    if marker.exists():
+        return False
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        marker.touch()
+    except OSError:
+        return False
+    return True
+
+
 def _open_browser_in_running(socket_path: Path) -> int:
     try:
         with BrokerClient(socket_path, timeout=5) as client:
@@ -89,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     env = dict(os.environ)
+    if args.install_desktop:
+        from ollie_tray.desktop_integration import install_launcher
+
+        print(f"ollie-tray: launcher written to {install_launcher(env)}")
+        return 0
     if args.install_autostart or args.remove_autostart:
         from ollie_tray import autostart
 
@@ -99,6 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print("ollie-tray: autostart was not enabled")
         return 0
+    user_env = dict(env)
     if args.demo:
         env = demo_env(env)
         os.environ.update(env)
@@ -120,6 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"ollie-tray: listening on {socket_path}", file=sys.stderr, flush=True)
     harden_process()
+    if first_start_without_tools(user_env, env):
+        args.browser = True
     return _run_gui(env, args, listening, bind_error)
 
 

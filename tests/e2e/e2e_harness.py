@@ -240,6 +240,10 @@ class E2E:
             }
             if demo:
                 tray_env["OLLIE_DEMO_HOME"] = str(root / "demo")
+                # Not a first start: the Tool Browser must open only when a test asks.
+                welcomed = root / "demo" / "state" / "ollie" / "welcome-shown"
+                welcomed.parent.mkdir(parents=True, exist_ok=True)
+                welcomed.touch()
             else:
                 tray_env["XDG_CONFIG_HOME"] = str(home / ".config")
                 tray_env["XDG_STATE_HOME"] = str(home / ".local" / "state")

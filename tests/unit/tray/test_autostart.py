@@ -44,8 +44,46 @@ def test_cli_flags(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert main(["--install-autostart"]) == 0
     assert (tmp_path / "autostart" / "ollie-tray.desktop").is_file()
     assert main(["--remove-autostart"]) == 0
     assert not (tmp_path / "autostart" / "ollie-tray.desktop").exists()
     assert "removed" in capsys.readouterr().out
+
+
+def test_icons_land_in_the_hicolor_theme(tmp_path: Path) -> None:
+    from ollie_tray.desktop_integration import icon_dir, install_icons
+
+    env = {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    names = {p.name for p in install_icons(env)}
+    assert {"ollie-tray.svg", "ollie-tray-idle.svg", "ollie-tray-pending.svg"} <= names
+    assert (icon_dir(env) / "ollie-tray.svg").is_file()
+    assert icon_dir(env) == tmp_path / "data" / "icons" / "hicolor" / "scalable" / "apps"
+
+
+def test_autostart_installs_the_icon_it_names(tmp_path: Path) -> None:
+    env = {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+    }
+    entry = autostart.install(env, executable="/usr/bin/ollie-tray")
+    assert "Icon=ollie-tray" in entry.read_text()
+    assert (tmp_path / "data/icons/hicolor/scalable/apps/ollie-tray.svg").is_file()
+
+
+def test_install_desktop_writes_a_valid_launcher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert main(["--install-desktop"]) == 0
+    launcher = tmp_path / "data" / "applications" / "ollie-tray.desktop"
+    assert launcher.is_file()
+    validator = shutil.which("desktop-file-validate")
+    if validator is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("desktop-file-validate missing (apt-get install -y desktop-file-utils)")
+        pytest.skip("desktop-file-validate missing: apt-get install -y desktop-file-utils")
+    result = subprocess.run([validator, str(launcher)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -69,3 +69,19 @@ def test_an_unsafe_socket_dir_starts_in_the_error_state(
     )
     assert tray_main.main(["--demo"]) == 0
     assert "not a socket" in str(seen["e"])
+
+
+def test_first_start_without_tools_opens_the_browser_once(tmp_path: Path) -> None:
+    user = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    app = {**user, "XDG_STATE_HOME": str(tmp_path / "state")}
+    assert tray_main.first_start_without_tools(user, app)
+    assert not tray_main.first_start_without_tools(user, app)  # only the first time
+
+
+def test_a_user_with_tools_gets_no_browser(tmp_path: Path) -> None:
+    tools = tmp_path / "cfg" / "ollie" / "tools"
+    tools.mkdir(parents=True)
+    (tools / "mine.meta").write_text("{}")
+    user = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    app = {**user, "XDG_STATE_HOME": str(tmp_path / "state")}
+    assert not tray_main.first_start_without_tools(user, app)
