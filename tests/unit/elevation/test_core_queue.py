@@ -1,0 +1,296 @@
+"""Unit tests of the broker core: the question queue, shutdown, audit, the credential gate.
+
+The broker runs on a real registry (a temporary tools directory), a real
+policy store and audit log; the person is a :class:`FakePrompter` whose
+answers are scripted and which can "think" (wait on an asyncio.Event) so the
+tests can look at the queue while a question is open (see core_helpers.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import pytest
+from core_helpers import HOST, FakePrompter, Setup, askpass, decide, run, sudo_request
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.identity import Requester
+from registry_core.elevation.policies import file_sha256
+from registry_core.elevation.prompter import Approval, Remember
+
+# --- the queue -----------------------------------------------------------------------
+
+
+def test_questions_are_asked_one_at_a_time_in_order(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True), Approval(False)], hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> list[m.DecisionReply]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid="A"), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = asyncio.create_task(broker.elevate(setup.request("other", "B"), setup.requester))
+        while len(broker.pending) < 2:  # the second is queued behind the first
+            await asyncio.sleep(0)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert [a.tool for a in prompter.asked] == ["greet"]
+        assert [p.showing for p in broker.pending.values()] == [True, False]
+        assert second.done() is False
+        prompter.release.set()
+        await prompter.until(lambda: len(prompter.asked) == 2)
+        assert first.done()
+        prompter.release.set()
+        return [await first, await second]
+
+    first, second = run(go)
+    assert [a.tool for a in prompter.asked] == ["greet", "other"]
+    assert (first.id, first.decision) == ("A", m.Decision.ALLOW)
+    assert (second.id, second.decision) == ("B", m.Decision.DENY)
+
+
+def test_a_policy_set_by_the_first_answer_decides_the_queued_second(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True, Remember.MINUTES_15)], hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> list[m.DecisionReply]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = asyncio.create_task(broker.elevate(setup.request(rid=2), setup.requester))
+        while len(broker.pending) < 2:
+            await asyncio.sleep(0)
+        prompter.release.set()
+        return [await first, await second]
+
+    first, second = run(go)
+    assert (first.by, second.by) == (m.DecidedBy.USER, m.DecidedBy.POLICY)
+    assert second.decision is m.Decision.ALLOW
+    assert second.remember == "15m"
+    assert len(prompter.asked) == 1
+    assert broker.pending == {}
+
+
+def test_pausing_while_queued_denies_the_queued_request(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> list[m.DecisionReply]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = asyncio.create_task(broker.elevate(setup.request("other", 2), setup.requester))
+        while len(broker.pending) < 2:
+            await asyncio.sleep(0)
+        broker.set_paused(True)
+        prompter.release.set()
+        return [await first, await second]
+
+    first, second = run(go)
+    assert first.decision is m.Decision.ALLOW
+    assert (second.decision, second.by) == (m.Decision.DENY, m.DecidedBy.PAUSED)
+    assert len(prompter.asked) == 1
+
+
+def test_requester_gone_withdraws_the_question(setup: Setup) -> None:
+    prompter = FakePrompter(hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> None:
+        task = asyncio.create_task(broker.elevate(setup.request(), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(go)
+    rid = prompter.asked[0].id
+    assert prompter.cancelled == [rid]
+    assert prompter.decided == [(rid, False, "client_gone")]
+    assert [(r["decision"], r["by"]) for r in setup.audit()] == [("deny", "client_gone")]
+    assert broker.pending == {}
+
+
+def test_shutdown_denies_what_is_pending_and_what_comes(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> m.DecisionReply:
+        task = asyncio.create_task(broker.elevate(setup.request(), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        broker.begin_shutdown()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await broker.elevate(setup.request(rid=2), setup.requester)
+
+    late = run(go)
+    assert (late.decision, late.by) == (m.Decision.DENY, m.DecidedBy.SHUTDOWN)
+    assert prompter.decided[0][1:] == (False, "shutdown")
+    assert [r["by"] for r in setup.audit()] == ["shutdown", "shutdown"]
+    assert len(prompter.asked) == 1
+
+
+def test_every_decision_writes_one_audit_line(setup: Setup) -> None:
+    setup.remember("other", Remember.ALWAYS)
+    prompter = FakePrompter([Approval(True), Approval(False)])
+    broker = setup.broker(prompter)
+    decide(
+        broker,
+        setup,
+        setup.request(rid=1),
+        setup.request("other", 2),
+        setup.request(rid=3, args={"path": "/x"}, cwd="/tmp"),
+    )
+    broker.set_paused(True)
+    decide(broker, setup, setup.request(rid=4))
+    records = setup.audit()
+    assert [(r["tool"], r["decision"], r["by"]) for r in records] == [
+        ("greet", "allow", "user"),
+        ("other", "allow", "policy"),
+        ("greet", "deny", "user"),
+        ("greet", "deny", "paused"),
+    ]
+    third = records[2]
+    assert third["args"] == {"path": "/x"}
+    assert third["kind"] == "sandbox"
+    assert third["requester"]["pid"] == os.getpid()
+    assert third["sha256"] == file_sha256(setup.exe("greet"))
+    assert third["host"] == HOST
+
+
+def test_status_counts_pending_requests(setup: Setup) -> None:
+    prompter = FakePrompter(hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> tuple[m.StatusReply, m.StatusReply]:
+        task = asyncio.create_task(broker.elevate(setup.request(), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        busy = broker.status(m.StatusRequest(id=9))
+        prompter.release.set()
+        await task
+        return busy, broker.status(m.StatusRequest(id=10))
+
+    busy, idle = run(go)
+    assert (busy.id, busy.pending, busy.paused) == (9, 1, False)
+    assert idle.pending == 0
+
+
+# --- the credential gate -------------------------------------------------------------
+
+
+def test_sudo_allow_issues_a_grant_and_askpass_gets_the_password(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], ["wrong", "right"])
+    broker = setup.broker(prompter)
+
+    async def go() -> list[Any]:
+        decision = await broker.elevate(sudo_request(setup), setup.requester)
+        assert decision.grant is not None
+        assert len(decision.grant) >= 22
+        first = await broker.askpass(askpass(2, decision.grant), setup.requester)
+        second = await broker.askpass(askpass(3, decision.grant, 2), setup.requester)
+        ack = broker.sudo_result(
+            m.SudoResultRequest(id=4, grant=decision.grant, exit_code=0, auth_failed=False)
+        )
+        with pytest.raises(m.MessageError) as replay:
+            await broker.askpass(askpass(5, decision.grant), setup.requester)
+        return [first, second, ack, replay.value]
+
+    first, second, ack, replay = run(go)
+    assert isinstance(first, m.PasswordReply)
+    assert first.password == "wrong"
+    assert isinstance(second, m.PasswordReply)
+    assert second.password == "right"
+    assert isinstance(ack, m.AckReply)
+    assert replay.error_code is m.ErrorCode.NO_GRANT
+    assert replay.request_id == 5
+    assert [(p.attempt, p.retry) for p in prompter.password_asks] == [(1, False), (2, True)]
+    assert prompter.password_asks[1].retry_text == "Wrong password, try again (2/3)"
+    assert prompter.password_asks[0].approval.tool == "rooty"
+    assert "wrong" not in setup.audit_path.read_text()
+
+
+def test_sandbox_allows_and_denies_carry_no_grant(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(False)])
+    [denied] = decide(setup.broker(prompter), setup, sudo_request(setup))
+    assert denied.grant is None
+
+
+def test_cancelled_password_finishes_the_grant(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], [None])
+    broker = setup.broker(prompter)
+
+    async def go() -> tuple[Any, m.MessageError]:
+        decision = await broker.elevate(sudo_request(setup), setup.requester)
+        assert decision.grant is not None
+        cancel = await broker.askpass(askpass(2, decision.grant), setup.requester)
+        with pytest.raises(m.MessageError) as again:
+            await broker.askpass(askpass(3, decision.grant, 2), setup.requester)
+        return cancel, again.value
+
+    cancel, again = run(go)
+    assert isinstance(cancel, m.DecisionReply)
+    assert (cancel.decision, cancel.by) == (m.Decision.DENY, m.DecidedBy.USER)
+    assert again.error_code is m.ErrorCode.NO_GRANT
+
+
+def test_password_timeout_and_front_end_failure_deny(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True), Approval(True)], [RuntimeError("boom")])
+    broker = setup.broker(prompter, prompt_timeout=5)
+
+    async def go() -> list[Any]:
+        d1 = await broker.elevate(sudo_request(setup, 1), setup.requester)
+        assert d1.grant is not None
+        failed = await broker.askpass(askpass(2, d1.grant), setup.requester)
+        d2 = await broker.elevate(sudo_request(setup, 3, timeout=0.05), setup.requester)
+        assert d2.grant is not None
+        prompter.hold = True
+        timed_out = await broker.askpass(askpass(4, d2.grant), setup.requester)
+        return [failed, timed_out]
+
+    failed, timed_out = run(go)
+    assert (failed.decision, failed.by) == (m.Decision.DENY, m.DecidedBy.NO_FRONT_END)
+    assert (timed_out.decision, timed_out.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
+
+
+def test_askpass_from_an_unrelated_process_is_refused(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], ["secret"])
+    broker = setup.broker(prompter)
+    stranger = Requester(pid=1, uid=os.getuid(), gid=os.getgid())
+    other_uid = Requester(pid=os.getpid(), uid=os.getuid() + 1, gid=os.getgid())
+
+    async def go() -> list[m.MessageError]:
+        decision = await broker.elevate(sudo_request(setup), setup.requester)
+        assert decision.grant is not None
+        errors = []
+        for who in (stranger, other_uid):
+            with pytest.raises(m.MessageError) as refused:
+                await broker.askpass(askpass(2, decision.grant), who)
+            errors.append(refused.value)
+        # the refusals did not burn the grant: its real descendant still gets an answer
+        assert isinstance(
+            await broker.askpass(askpass(3, decision.grant), setup.requester), m.PasswordReply
+        )
+        return errors
+
+    stranger_error, uid_error = run(go)
+    assert stranger_error.error_code is m.ErrorCode.NO_GRANT
+    assert "descend" in stranger_error.message
+    assert "another user" in uid_error.message
+    assert prompter.password_asks
+    assert len(prompter.password_asks) == 1
+
+
+def test_shutdown_withdraws_grants(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], ["pw"])
+    broker = setup.broker(prompter)
+
+    async def go() -> m.MessageError:
+        decision = await broker.elevate(sudo_request(setup), setup.requester)
+        assert decision.grant is not None
+        broker.begin_shutdown()
+        with pytest.raises(m.MessageError) as refused:
+            await broker.askpass(askpass(2, decision.grant), setup.requester)
+        return refused.value
+
+    assert run(go).error_code is m.ErrorCode.NO_GRANT
+    assert prompter.password_asks == []
