@@ -57,6 +57,9 @@ def _explanation(request: ApprovalRequest) -> str:
     )
 
 
+_ANCESTOR_CHARS = 160
+
+
 def _process_tree(requester: Requester) -> str:
     """Oldest ancestor first; each child indented under its parent; the requester last."""
     chain: list[ProcessInfo] = [*reversed(requester.parents)]
@@ -65,7 +68,12 @@ def _process_tree(requester: Requester) -> str:
     for depth, proc in enumerate([*chain, me]):
         prefix = "" if depth == 0 else "   " * (depth - 1) + "└─ "
         suffix = "   ← requester" if proc is me else ""
-        lines.append(prefix + c.visible(proc.label()) + suffix)
+        label = proc.label()
+        if proc is not me and len(label) > _ANCESTOR_CHARS:
+            # An ancestor's full command line can be kilobytes (an environment as JSON):
+            # the tree is about who started whom; the requester's own line is shown whole.
+            label = label[:_ANCESTOR_CHARS] + " …"
+        lines.append(prefix + c.visible(label) + suffix)
     return "\n".join(lines)
 
 

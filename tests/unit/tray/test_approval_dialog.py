@@ -393,3 +393,27 @@ def test_accessible_names_everywhere(qtbot: QtBot, approval_request: Factory) ->
     assert dialog.approve_button.accessibleName() == "Approve"
     assert dialog.deny_button.accessibleName() == "Deny"
     assert dialog.remember_combo.accessibleName() == "Remember this decision"
+
+
+def test_long_ancestor_command_lines_are_shortened_in_the_tree(
+    qtbot: QtBot, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    huge = ("launcher", "--env", "x" * 5000)
+    requester = Requester(
+        pid=10,
+        uid=1000,
+        gid=1000,
+        exe="/usr/bin/python3",
+        cmdline=("python3", "agent.py", "y" * 300),
+        parents=(ProcessInfo(9, "/usr/bin/launcher", huge),),
+    )
+    dialog = ApprovalDialog(approval_request(requester=requester), arm_delay_ms=10)
+    qtbot.addWidget(dialog)
+    tree = next(
+        box.toPlainText()
+        for box in dialog.findChildren(QPlainTextEdit)
+        if "requester" in box.toPlainText()
+    )
+    assert "x" * 200 not in tree
+    assert "…" in tree
+    assert "y" * 300 in tree  # the requester itself is shown whole
