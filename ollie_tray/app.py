@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import socket
 import sys
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
 from ollie_tray import autostart
@@ -63,10 +62,6 @@ class AppOptions:
     bind_error: str | None = None
 
 
-class _Events(QObject):
-    quit_requested = Signal()
-
-
 class TrayApp:
     """The running tray: registry, broker socket, dialogs, notifications, windows."""
 
@@ -104,7 +99,6 @@ class TrayApp:
             identify=make_identifier(remote_state_dir(env)),
         )
         self.remote = RemoteHosts(env, notify=self._tray_message)
-        self.events = _Events()
         self._quit = asyncio.Event()
         self._known_pending: set[str] = set()
         self._tasks: set[asyncio.Future[None]] = set()
@@ -316,7 +310,3 @@ class TrayApp:
         if self.tray is not None:
             self.tray.hide()
         self._signals.close()
-
-
-def socket_owner_hint(path: Path) -> str:
-    return f"{path} (uid {os.getuid()})"

@@ -8,7 +8,7 @@ outcome, so every failure to ask is a denial (fail closed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,16 +63,11 @@ def sudo_argv(executable: str, sudo: str = "sudo") -> list[str]:
     return [sudo, "-A", "--", executable]
 
 
-def describe_argv(argv: Sequence[str]) -> str:
-    return " ".join(argv)
-
-
 __all__ = [
     "Authorization",
     "ElevationGate",
     "ElevationRequest",
     "Kind",
     "RefusingGate",
-    "describe_argv",
     "sudo_argv",
 ]
