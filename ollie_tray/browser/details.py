@@ -378,7 +378,7 @@ class DetailsPanel(QWidget):
                 item.setToolTip(text)
                 self.args_table.setItem(row, column, item)
         self.args_table.resizeColumnsToContents()
-        self.args_json.setPlainText(json.dumps(tool.args, indent=2, ensure_ascii=False))
+        self.args_json.setPlainText(json.dumps(dict(tool.args), indent=2, ensure_ascii=False))
         self.tabs.setTabText(1, f"Arguments ({len(specs)})")
 
     def _show_problems(self, tool: Tool) -> int:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from registry_core.errors import MetaError
 from registry_core.registry.jsonpos import format_path, line_col, locate
@@ -38,8 +37,7 @@ _TIERS = {t.value: t for t in Tier}
 Path_ = list[str | int]
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedMeta:
+class ParsedMeta(NamedTuple):
     meta: MetaFile | None
     errors: tuple[MetaError, ...]
     warnings: tuple[MetaWarning, ...]

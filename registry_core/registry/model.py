@@ -1,16 +1,19 @@
 """Data model of the registry: what a ``.meta`` declares and what the host made of it.
 
-All classes are frozen; ``args`` schemas are plain JSON data that callers must
-treat as read-only (copy before changing).
+All classes are named tuples: immutable, and cheap to build (a registry of
+ten thousand tools builds tens of thousands of them on every scan, and a
+frozen dataclass costs about five times as much to construct).  ``args``
+schemas are plain JSON data that callers must treat as read-only (copy before
+changing).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from registry_core.errors import MetaError
 
@@ -48,8 +51,7 @@ class MatchKey(StrEnum):
     NENV = "nenv"
 
 
-@dataclass(frozen=True, slots=True)
-class Fields:
+class Fields(NamedTuple):
     """The overridable fields of a ``.meta`` (top level or one variant); ``None`` = unset."""
 
     description: str | None = None
@@ -63,38 +65,18 @@ class Fields:
 
     def merged_over(self, base: Fields) -> Fields:
         """These fields where set, ``base`` elsewhere (the spec's variant merging)."""
-        return Fields(
-            description=self.description if self.description is not None else base.description,
-            prompt=self.prompt if self.prompt is not None else base.prompt,
-            args=self.args if self.args is not None else base.args,
-            tier=self.tier if self.tier is not None else base.tier,
-            read_only=self.read_only if self.read_only is not None else base.read_only,
-            cmd=self.cmd if self.cmd is not None else base.cmd,
-            sudo=self.sudo if self.sudo is not None else base.sudo,
-            elevated=self.elevated if self.elevated is not None else base.elevated,
-        )
+        return Fields._make([a if a is not None else b for a, b in zip(self, base, strict=True)])
 
     def set_names(self) -> tuple[str, ...]:
         """The ``.meta`` spelling of every field that is set (for the browser)."""
-        values = (
-            self.description,
-            self.prompt,
-            self.args,
-            self.tier,
-            self.read_only,
-            self.cmd,
-            self.sudo,
-            self.elevated,
-        )
-        return tuple([k for k, v in zip(_FIELD_NAMES, values, strict=True) if v is not None])
+        return tuple([k for k, v in zip(_FIELD_NAMES, self, strict=True) if v is not None])
 
 
 # The .meta spelling of Fields' attributes, in declaration order.
 _FIELD_NAMES = ("description", "prompt", "args", "tier", "readOnly", "cmd", "sudo", "elevated")
 
 
-@dataclass(frozen=True, slots=True)
-class MetaWarning:
+class MetaWarning(NamedTuple):
     """A non-fatal problem in a ``.meta`` (unknown key, no executable, ...)."""
 
     path: str
@@ -111,21 +93,18 @@ class MetaWarning:
         return f"{self.location()}: {self.message}"
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(NamedTuple):
     key: MatchKey
     value: str
 
 
-@dataclass(frozen=True, slots=True)
-class VariantDef:
-    index: int
+class VariantDef(NamedTuple):
+    index: int  # type: ignore[assignment]  # shadows tuple.index, on purpose
     conditions: tuple[Condition, ...]
     fields: Fields
 
 
-@dataclass(frozen=True, slots=True)
-class MetaFile:
+class MetaFile(NamedTuple):
     """One parsed ``.meta`` file: its declarations, not yet evaluated on a host."""
 
     path: Path
@@ -135,24 +114,21 @@ class MetaFile:
     warnings: tuple[MetaWarning, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionResult:
+class ConditionResult(NamedTuple):
     key: str
     value: str
     passed: bool
     detail: str
 
 
-@dataclass(frozen=True, slots=True)
-class VariantResult:
-    index: int
+class VariantResult(NamedTuple):
+    index: int  # type: ignore[assignment]  # shadows tuple.index, on purpose
     matched: bool
     conditions: tuple[ConditionResult, ...]
     fields: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Tool:
+class Tool(NamedTuple):
     """Everything the registry knows about one tool name on one host."""
 
     name: str
@@ -160,7 +136,7 @@ class Tool:
     status: Status
     description: str = ""
     prompt: str = ""
-    args: JsonObject = field(default_factory=dict)
+    args: JsonObject = MappingProxyType({})
     tier: Tier = Tier.HOT
     read_only: bool = False
     cmd: str | None = None

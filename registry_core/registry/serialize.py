@@ -50,7 +50,7 @@ def tool_details(tool: Tool) -> dict[str, Any]:
     out.update(
         {
             "prompt": tool.prompt,
-            "args": tool.args,
+            "args": dict(tool.args),
             "cmd": tool.cmd,
             "variants": [
                 {

@@ -77,7 +77,7 @@ class Registry:
     def load(self, name: str) -> LoadedTool:
         """The spec's ``tool_load``: full documentation and argument schema."""
         tool = self.usable(name)
-        return LoadedTool(tool.name, tool.description, tool.prompt, copy.deepcopy(tool.args))
+        return LoadedTool(tool.name, tool.description, tool.prompt, copy.deepcopy(dict(tool.args)))
 
     def function_definitions(
         self, names: Iterable[str] | None = None, style: FunctionFormat = FunctionFormat.PLAIN

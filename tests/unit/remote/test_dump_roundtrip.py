@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -31,7 +30,7 @@ def registry() -> Registry:
 
 def same(a: Tool, b: Tool) -> bool:
     """Equal, errors compared by value (MetaError is an exception: identity equality)."""
-    return dataclasses.replace(a, errors=()) == dataclasses.replace(b, errors=()) and [
+    return a._replace(errors=()) == b._replace(errors=()) and [
         error_json(e) for e in a.errors
     ] == [error_json(e) for e in b.errors]
 
