@@ -204,7 +204,7 @@ def remote_file_tool(path: Path, host: str) -> Tool:
     """What the details panel shows for a (shadowed) ``.meta`` that lives on ``host``."""
     return Tool(
         path.stem,
-        path,
+        str(path),
         Status.BROKEN,
         errors=(MetaError(str(path), f"a file on {host}: not evaluated on this computer"),),
     )

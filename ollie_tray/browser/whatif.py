@@ -168,10 +168,10 @@ def evaluate_meta_file(path: Path, facts: HostFacts) -> Tool:
         data = path.read_bytes()[: MAX_META_BYTES + 1]
     except OSError as exc:
         error = MetaError(str(path), f"cannot read: {exc.strerror or exc}")
-        return Tool(name=name, source=path, status=Status.BROKEN, errors=(error,))
+        return Tool(name=name, source_file=str(path), status=Status.BROKEN, errors=(error,))
     parsed = parse_meta(path, data)
     if parsed.meta is None:
-        return Tool(name, path, Status.BROKEN, errors=parsed.errors, warnings=parsed.warnings)
+        return Tool(name, str(path), Status.BROKEN, errors=parsed.errors, warnings=parsed.warnings)
     return evaluate(parsed.meta, facts)
 
 

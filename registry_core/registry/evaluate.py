@@ -115,13 +115,17 @@ def _resolve(
     if cmd is not None:
         if os.path.isabs(cmd):
             if facts.executable_at(cmd):
-                return cmd, Resolution.CMD, f"cmd {cmd} (absolute path)"
+                return _spelled(cmd), Resolution.CMD, f"cmd {cmd} (absolute path)"
             reason = "is not executable" if facts.file_exists(cmd) else "does not exist"
             return None, None, f"cmd {cmd} {reason}"
         if "/" in cmd:
             candidate = os.path.join(directory, cmd)
             if facts.executable_at(candidate):
-                return candidate, Resolution.CMD, f"cmd {cmd} relative to the tools directory"
+                return (
+                    _spelled(candidate),
+                    Resolution.CMD,
+                    f"cmd {cmd} relative to the tools directory",
+                )
             return None, None, f"cmd {cmd} not found relative to {directory}"
         local = _executable_in(directory, cmd, facts, listing)
         if local is not None:
@@ -134,6 +138,11 @@ def _resolve(
     if found:
         return found, Resolution.PATH, f"{name} found on PATH"
     return None, None, f"no executable {name} in {directory} and none on PATH"
+
+
+def _spelled(path: str) -> str:
+    """``path`` spelled the way :class:`~pathlib.Path` normalises it ("a//./b" → "a/b")."""
+    return str(Path(path))
 
 
 def _dirname(path: str) -> str:
@@ -160,13 +169,15 @@ def _checked(cond: Condition, facts: HostFacts) -> ConditionResult:
 def evaluate(
     meta: MetaFile,
     facts: HostFacts,
-    shadowed: tuple[Path, ...] = (),
+    shadowed: tuple[str, ...] = (),
     listing: Mapping[str, os.DirEntry[str]] | None = None,
 ) -> Tool:
     """Turn a parsed ``.meta`` into the host-specific :class:`Tool`.
 
-    ``listing`` optionally holds the entries of the tool's directory, listed in
-    the same scan: names not in it are known not to exist (no ``stat`` needed).
+    ``shadowed`` names the ``.meta`` files of the same name later on the search
+    path.  ``listing`` optionally holds the entries of the tool's directory,
+    listed in the same scan: names not in it are known not to exist (no ``stat``
+    needed).
     """
     chosen: Fields | None = None
     chosen_index: int | None = None
@@ -191,12 +202,11 @@ def evaluate(
     warnings = meta.warnings
     executable, resolution, how = None, None, ""
     if status is Status.AVAILABLE:
-        source = str(meta.path)
-        directory = _dirname(source)
-        found, resolution, how = _resolve(meta.name, directory, fields.cmd, facts, listing)
-        if found is not None:
-            executable = Path(found)
-        else:
+        source = meta.path
+        executable, resolution, how = _resolve(
+            meta.name, _dirname(source), fields.cmd, facts, listing
+        )
+        if executable is None:
             warnings = (*warnings, MetaWarning(source, f"no executable: {how}"))
     args = fields.args if fields.args is not None else _DEFAULT_ARGS
     return Tool(

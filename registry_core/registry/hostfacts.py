@@ -16,6 +16,7 @@ import platform
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from registry_core.registry.model import Condition, ConditionResult
 
@@ -113,7 +114,7 @@ class HostFacts:
         for directory in self._path_index().get(name, ()):
             candidate = os.path.join(directory, name)
             if is_executable_file(candidate):
-                found = candidate
+                found = str(Path(candidate))  # "/usr/bin/" on PATH: no "//" in the answer
                 break
         self._found[name] = found
         return found

@@ -36,7 +36,6 @@ class _Entry(NamedTuple):
 
     key: _Key | None
     parsed: ParsedMeta
-    path: Path
 
 
 def _broken(path: Path | str, message: str) -> ParsedMeta:
@@ -128,7 +127,6 @@ class RegistryLoader:
         # Absolute, so executables stay valid whatever the caller's cwd becomes.
         self.dirs = tuple(Path(os.path.abspath(d)) for d in chosen)
         self._facts_factory = facts_factory or (lambda: HostFacts(env=environ))
-        self._dir_paths = {str(d): d for d in self.dirs}
         self._cache: dict[str, _Entry] = {}  # by path string: no Path built to look up
         self._facts: HostFacts | None = None
         self._current = Registry(dirs=self.dirs)
@@ -163,17 +161,10 @@ class RegistryLoader:
                 return None
         if cached is not None and key is not None and cached.key == key:
             return cached
-        source = cached.path if cached is not None else self._path_of(path)
-        parsed = early if early is not None else parse_meta(source, data or b"")
-        entry = _Entry(key, parsed, source)
+        parsed = early if early is not None else parse_meta(path, data or b"")
+        entry = _Entry(key, parsed)
         self._cache[path] = entry
         return entry
-
-    def _path_of(self, path: str) -> Path:
-        """``Path(path)``, built from the tools directory's Path when possible (cheaper)."""
-        head, _, tail = path.rpartition("/")
-        directory = self._dir_paths.get(head)
-        return directory / tail if directory is not None else Path(path)
 
     def _build(
         self,
@@ -191,16 +182,16 @@ class RegistryLoader:
             entry = self._parsed(path, path in regular)
             if entry is None:
                 continue
-            shadowed = tuple([Path(p) for p in sources[index + 1 :]])
+            shadowed = tuple(sources[index + 1 :])
             parsed = entry.parsed
             if parsed.meta is None:
                 return Tool(
                     name=name,
-                    source=entry.path,
+                    source_file=path,
                     status=Status.BROKEN,
                     errors=parsed.errors,
                     warnings=parsed.warnings,
-                    shadowed=shadowed,
+                    shadowed_files=shadowed,
                 )
             listing = listings.get(path.rpartition("/")[0]) if listings is not None else None
             return evaluate(parsed.meta, self.facts, shadowed, listing)
@@ -269,11 +260,17 @@ class RegistryLoader:
                 except OSError:
                     listed = set()
                 names |= listed
-                names |= {t.name for t in self._current.tools.values() if t.directory == path}
+                directory = str(path)
+                names |= {
+                    t.name
+                    for t in self._current.tools.values()
+                    if os.path.dirname(t.source_file) == directory
+                }
             elif path.parent in self.dirs:
                 names.add(path.name.removesuffix(".meta"))
                 # A helper executable named by some tool's cmd changed.
-                names |= {t.name for t in self._current.tools.values() if t.executable == path}
+                file = str(path)
+                names |= {t.name for t in self._current.tools.values() if t.executable_file == file}
         # Conditions are answered afresh for what is re-examined (the files a
         # condition names may have changed too); $PATH stays indexed per scan.
         self.facts.condition_memo.clear()

@@ -8,6 +8,7 @@ problem has a position, the line and column.  Unknown keys are warnings.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -56,7 +57,7 @@ def tool_name_error(name: str) -> str | None:
 class _Checker:
     """Collects errors with positions while walking one decoded document."""
 
-    def __init__(self, path: Path, text: str) -> None:
+    def __init__(self, path: str, text: str) -> None:
         self.path = path
         self.text = text
         self.errors: list[MetaError] = []
@@ -66,13 +67,13 @@ class _Checker:
         pos = locate(self.text, where) if where else None
         prefix = f"{format_path(where)}: " if where else ""
         line, column = pos if pos else (None, None)
-        self.errors.append(MetaError(str(self.path), prefix + message, line, column))
+        self.errors.append(MetaError(self.path, prefix + message, line, column))
 
     def warn(self, where: Path_, message: str) -> None:
         pos = locate(self.text, where)
         line, column = pos if pos else (None, None)
         text = f"{format_path(where)}: {message}"
-        self.warnings.append(MetaWarning(str(self.path), text, line, column))
+        self.warnings.append(MetaWarning(self.path, text, line, column))
 
     def fields(self, obj: dict[str, Any], where: Path_) -> Fields:
         def string(key: str) -> str | None:
@@ -175,25 +176,26 @@ def _json_type(value: Any) -> str:
     return "an object"
 
 
-def parse_meta(path: Path, data: bytes, name: str | None = None) -> ParsedMeta:
-    """Validate ``data`` (the content of ``path``) as a ``.meta`` document."""
-    tool = name if name is not None else path.name.removesuffix(".meta")
+def parse_meta(file: Path | str, data: bytes, name: str | None = None) -> ParsedMeta:
+    """Validate ``data`` (the content of ``file``) as a ``.meta`` document."""
+    path = os.fspath(file)
+    tool = name if name is not None else os.path.basename(path).removesuffix(".meta")
     name_problem = tool_name_error(tool)
     if name_problem:
-        return ParsedMeta(None, (MetaError(str(path), name_problem),), ())
+        return ParsedMeta(None, (MetaError(path, name_problem),), ())
     if len(data) > MAX_META_BYTES:
-        too_big = MetaError(str(path), f"file is {len(data)} bytes, over the 1 MiB limit")
+        too_big = MetaError(path, f"file is {len(data)} bytes, over the 1 MiB limit")
         return ParsedMeta(None, (too_big,), ())
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         before = data[: exc.start].decode("utf-8", "replace")
         line, col = line_col(before, len(before))
-        return ParsedMeta(None, (MetaError(str(path), "not valid UTF-8", line, col),), ())
+        return ParsedMeta(None, (MetaError(path, "not valid UTF-8", line, col),), ())
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
-        err = MetaError(str(path), f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
+        err = MetaError(path, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
         return ParsedMeta(None, (err,), ())
     return check_document(path, tool, text, doc)
 
@@ -283,7 +285,7 @@ def _quick_variants(raw: Any) -> tuple[VariantDef, ...] | None:
     return tuple(out)
 
 
-def _quick_meta(path: Path, tool: str, doc: dict[str, Any]) -> MetaFile | None:
+def _quick_meta(path: str, tool: str, doc: dict[str, Any]) -> MetaFile | None:
     """The :class:`MetaFile` of a flawless document, else None."""
     if not TOP_LEVEL_KEYS.issuperset(doc):
         return None
@@ -298,7 +300,7 @@ def _quick_meta(path: Path, tool: str, doc: dict[str, Any]) -> MetaFile | None:
     return MetaFile(path, tool, top, variants, ())
 
 
-def check_document(path: Path, tool: str, text: str, doc: Any) -> ParsedMeta:
+def check_document(path: str, tool: str, text: str, doc: Any) -> ParsedMeta:
     if isinstance(doc, dict):
         quick = _quick_meta(path, tool, doc)
         if quick is not None:

@@ -9,6 +9,7 @@ changing).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -107,7 +108,7 @@ class VariantDef(NamedTuple):
 class MetaFile(NamedTuple):
     """One parsed ``.meta`` file: its declarations, not yet evaluated on a host."""
 
-    path: Path
+    path: str
     name: str
     top: Fields
     variants: tuple[VariantDef, ...] | None
@@ -129,10 +130,16 @@ class VariantResult(NamedTuple):
 
 
 class Tool(NamedTuple):
-    """Everything the registry knows about one tool name on one host."""
+    """Everything the registry knows about one tool name on one host.
+
+    File names are stored as strings and offered as :class:`~pathlib.Path` by
+    properties (``source``, ``executable``, ``shadowed``, ``directory``): a
+    scan builds ten thousand tools, a ``Path`` costs more to build than the rest
+    of a tool, and most are never asked for.
+    """
 
     name: str
-    source: Path
+    source_file: str
     status: Status
     description: str = ""
     prompt: str = ""
@@ -144,16 +151,30 @@ class Tool(NamedTuple):
     elevated: bool = False
     variant: int | None = None
     variants: tuple[VariantResult, ...] = ()
-    executable: Path | None = None
+    executable_file: str | None = None
     resolution: Resolution | None = None
     resolution_detail: str = ""
     errors: tuple[MetaError, ...] = ()
     warnings: tuple[MetaWarning, ...] = ()
-    shadowed: tuple[Path, ...] = ()
+    shadowed_files: tuple[str, ...] = ()
+
+    @property
+    def source(self) -> Path:
+        """The ``.meta`` file this tool comes from."""
+        return Path(self.source_file)
+
+    @property
+    def executable(self) -> Path | None:
+        return None if self.executable_file is None else Path(self.executable_file)
+
+    @property
+    def shadowed(self) -> tuple[Path, ...]:
+        """``.meta`` files of the same name later on the search path (not used)."""
+        return tuple([Path(p) for p in self.shadowed_files])
 
     @property
     def directory(self) -> Path:
-        return self.source.parent
+        return Path(os.path.dirname(self.source_file))
 
     @property
     def available(self) -> bool:

@@ -37,10 +37,10 @@ def tool_summary(tool: Tool) -> dict[str, Any]:
         "readOnly": tool.read_only,
         "sudo": tool.sudo,
         "elevated": tool.elevated,
-        "executable": str(tool.executable) if tool.executable else None,
+        "executable": tool.executable_file,
         "variant": tool.variant,
-        "source": str(tool.source),
-        "shadowed": [str(p) for p in tool.shadowed],
+        "source": tool.source_file,
+        "shadowed": list(tool.shadowed_files),
     }
 
 
@@ -118,7 +118,7 @@ def tool_from_details(obj: Mapping[str, Any]) -> Tool:
     resolution = obj.get("resolution")
     return Tool(
         name=_text(obj["name"]),
-        source=Path(_text(obj["source"])),
+        source_file=_text(obj["source"]),
         status=Status(obj["status"]),
         description=_text(obj.get("description", "")),
         prompt=_text(obj.get("prompt", "")),
@@ -143,7 +143,7 @@ def tool_from_details(obj: Mapping[str, Any]) -> Tool:
             )
             for v in obj.get("variants", ())
         ),
-        executable=None if executable is None else Path(_text(executable)),
+        executable_file=None if executable is None else _text(executable),
         resolution=None if resolution is None else Resolution(resolution),
         resolution_detail=_text(obj.get("resolution_detail", "")),
         errors=tuple(
@@ -164,7 +164,7 @@ def tool_from_details(obj: Mapping[str, Any]) -> Tool:
             )
             for w in obj.get("warnings", ())
         ),
-        shadowed=tuple(Path(_text(p)) for p in obj.get("shadowed", ())),
+        shadowed_files=tuple(_text(p) for p in obj.get("shadowed", ())),
     )
 
 

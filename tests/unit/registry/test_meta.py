@@ -44,7 +44,7 @@ def only_error(text: str) -> MetaError:
 def test_empty_object_declares_nothing() -> None:
     meta = ok("{}")
     assert meta.name == "t"
-    assert meta.path == PATH
+    assert meta.path == str(PATH)
     assert meta.top == Fields()
     assert meta.variants is None
     assert meta.warnings == ()

@@ -30,7 +30,7 @@ def tool(name: str, status: Status = Status.AVAILABLE, **kw: Any) -> Tool:
         "prompt": f"## {name}\n\nDocs.",
         "args": ARGS,
     }
-    return Tool(name=name, source=Path(f"/tools/{name}.meta"), status=status, **{**defaults, **kw})
+    return Tool(name=name, source_file=f"/tools/{name}.meta", status=status, **{**defaults, **kw})
 
 
 HIDDEN = tool(
@@ -206,7 +206,7 @@ def test_tool_summary_keys_and_values() -> None:
         "x",
         tier=Tier.WARM,
         read_only=True,
-        executable=Path("/tools/x"),
+        executable_file="/tools/x",
         resolution=Resolution.TOOLS_DIR,
         variant=1,
     )
@@ -249,11 +249,11 @@ def test_tool_details_has_everything() -> None:
                 1, False, (ConditionResult("file", "/var/log/syslog", False, "missing"),)
             ),
         ),
-        executable=Path("/tools/sys_journald"),
+        executable_file="/tools/sys_journald",
         resolution=Resolution.CMD,
         resolution_detail="cmd sys_journald in the tools directory",
         warnings=(MetaWarning("/tools/sys.meta", "colour: unknown key", 3, 3),),
-        shadowed=(Path("/other/sys.meta"),),
+        shadowed_files=("/other/sys.meta",),
     )
     details = tool_details(t)
     required = {

@@ -179,7 +179,7 @@ def test_small_registry_changes_become_row_signals(
     recorder = _Recorder(model)
     persistent = QPersistentModelIndex(model.index(model.find(("system_logs", 0)) or 0, 0))
     uname = registry.tools["uname"]
-    added = uname._replace(name="aaa_new", source=uname.source.with_name("aaa.meta"))
+    added = uname._replace(name="aaa_new", source_file=str(uname.source.with_name("aaa.meta")))
     edited = registry.tools["echo_args"]._replace(description="changed")
     assert not model.set_registry(
         registry.with_changes({"aaa_new": added, "file_info": None, "echo_args": edited})
@@ -202,7 +202,7 @@ def test_unchanged_registry_emits_nothing_and_big_changes_reset(
     assert recorder.events == []
     tool = registry.tools["uname"]
     many = {
-        f"t{i:04d}": tool._replace(name=f"t{i:04d}", source=Path(f"/x/t{i:04d}.meta"))
+        f"t{i:04d}": tool._replace(name=f"t{i:04d}", source_file=f"/x/t{i:04d}.meta")
         for i in range(300)
     }
     assert model.set_registry(registry.with_changes(many))
