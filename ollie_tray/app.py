@@ -73,7 +73,9 @@ class TrayApp:
         self.options = options
         self.host = socket.gethostname()
         self.socket_path = paths.elevate_socket(env)
-        self.loader = RegistryLoader(paths.tools_path(env), env)
+        self.loader = RegistryLoader(
+            paths.tools_path(env), env, cache_dir=paths.scan_cache_dir(env)
+        )
         self.loader.load()
         self.problems: list[str] = []
         self.policies = PolicyStore(paths.policies_file(env), on_problem=self._problem)

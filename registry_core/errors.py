@@ -55,6 +55,15 @@ class ToolUnavailableError(OllieError):
         super().__init__(f"tool {name!r} is {status}: {reason}")
 
 
+class ToolChangedError(OllieError):
+    """A ``.meta`` changed after the registry snapshot was taken: load it again."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path} {reason} since the tool registry was loaded; reload it")
+
+
 # --- dispatch ---------------------------------------------------------------
 
 

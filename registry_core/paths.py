@@ -26,6 +26,16 @@ def state_home(env: Mapping[str, str]) -> Path:
     return Path(value) if value else _home(env) / ".local" / "state"
 
 
+def cache_home(env: Mapping[str, str]) -> Path:
+    value = env.get("XDG_CACHE_HOME")
+    return Path(value) if value else _home(env) / ".cache"
+
+
+def scan_cache_dir(env: Mapping[str, str]) -> Path:
+    """Where registry loaders remember what they learnt from unchanged ``.meta`` files."""
+    return cache_home(env) / "ollie" / "registry"
+
+
 def runtime_dir(env: Mapping[str, str]) -> Path:
     value = env.get("XDG_RUNTIME_DIR")
     if value:

@@ -21,7 +21,7 @@ from registry_core.cli.render import table
 from registry_core.elevation.messages import Decision, Kind
 from registry_core.elevation.prompter import Remember
 from registry_core.errors import OllieError, PolicyError
-from registry_core.paths import audit_file, policies_file, tools_path
+from registry_core.paths import audit_file, policies_file, scan_cache_dir, tools_path
 
 if TYPE_CHECKING:
     from registry_core.elevation.audit import AuditRecord
@@ -105,7 +105,8 @@ def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO)
     from registry_core.registry import RegistryLoader
 
     try:
-        tool = RegistryLoader(tools_path(env), env).load().usable(args.tool)
+        loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
+        tool = loader.load().usable(args.tool)
         if tool.executable is None:
             raise PolicyError(f"tool {tool.name!r} has no executable ({tool.resolution_detail})")
         sha256 = file_sha256(tool.executable)

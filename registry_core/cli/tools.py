@@ -19,7 +19,7 @@ from typing import TextIO
 from registry_core.cli import call_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
 from registry_core.errors import OllieError, ToolNotFoundError
-from registry_core.paths import tools_path
+from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.registry.serialize import registry_dump, tool_details, tool_summary
 
@@ -27,7 +27,7 @@ EXIT_USAGE = 2
 
 
 def _registry(env: dict[str, str]) -> Registry:
-    return RegistryLoader(tools_path(env), env).load()
+    return RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env)).load()
 
 
 def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:

@@ -33,7 +33,7 @@ def build_broker(
             prompter = chain[0] if chain else choose_prompter("none", env)
         else:
             prompter = choose_prompter(prompter_name, env)
-    loader = RegistryLoader(paths.tools_path(env), env)
+    loader = RegistryLoader(paths.tools_path(env), env, cache_dir=paths.scan_cache_dir(env))
     return Broker(
         registry=loader.load,
         prompter=prompter,

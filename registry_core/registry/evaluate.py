@@ -14,10 +14,10 @@ from pathlib import Path
 
 from registry_core.registry.hostfacts import HostFacts
 from registry_core.registry.model import (
+    DEFAULT_ARGS,
     Condition,
     ConditionResult,
     Fields,
-    JsonObject,
     MatchKey,
     MetaFile,
     MetaWarning,
@@ -25,6 +25,7 @@ from registry_core.registry.model import (
     Status,
     Tier,
     Tool,
+    ToolDocs,
     VariantResult,
 )
 
@@ -153,19 +154,6 @@ def _dirname(path: str) -> str:
     return "/" if cut == 0 else "."
 
 
-# Shared by every tool without ``args`` (read-only by convention, like all schemas).
-_DEFAULT_ARGS: JsonObject = {"type": "object", "properties": {}}
-
-
-def _checked(cond: Condition, facts: HostFacts) -> ConditionResult:
-    """:func:`check_condition`, answered once per condition and scan (facts)."""
-    memo = facts.condition_memo
-    result = memo.get(cond)
-    if result is None:
-        result = memo[cond] = check_condition(cond, facts)
-    return result
-
-
 def evaluate(
     meta: MetaFile,
     facts: HostFacts,
@@ -185,15 +173,21 @@ def evaluate(
     if meta.variants is None:
         status = Status.AVAILABLE
     else:
+        memo = facts.condition_memo  # one answer per condition and scan
         out: list[VariantResult] = []
         for variant in meta.variants:
-            conditions = tuple([_checked(c, facts) for c in variant.conditions])
-            matched = all(c.passed for c in conditions)
-            out.append(
-                VariantResult(variant.index, matched, conditions, variant.fields.set_names())
-            )
+            checked: list[ConditionResult] = []
+            matched = True
+            for cond in variant.conditions:
+                result = memo.get(cond)
+                if result is None:
+                    result = memo[cond] = check_condition(cond, facts)
+                matched = matched and result.passed
+                checked.append(result)
+            fields = variant.fields
+            out.append(VariantResult(variant.index, matched, tuple(checked), fields.set_names()))
             if matched and chosen is None:
-                chosen = variant.fields
+                chosen = fields
                 chosen_index = variant.index
         results = tuple(out)
         status = Status.AVAILABLE if chosen is not None else Status.HIDDEN
@@ -208,14 +202,18 @@ def evaluate(
         )
         if executable is None:
             warnings = (*warnings, MetaWarning(source, f"no executable: {how}"))
-    args = fields.args if fields.args is not None else _DEFAULT_ARGS
+    if meta.docs_source is not None:  # rebuilt from the scan cache: read docs on demand
+        docs = ToolDocs.deferred(meta.docs_source, chosen_index)
+    else:
+        docs = ToolDocs(
+            fields.prompt or "", fields.args if fields.args is not None else DEFAULT_ARGS
+        )
     return Tool(
         meta.name,
         meta.path,
         status,
         fields.description or "",
-        fields.prompt or "",
-        args or {},
+        docs,
         fields.tier or Tier.HOT,
         bool(fields.read_only),
         fields.cmd,

@@ -6,6 +6,11 @@ files whose key changed.  When a file watcher says exactly what changed,
 :meth:`~RegistryLoader.refresh` re-examines only those names and shares every
 other :class:`Tool` with the previous snapshot.
 
+Given a cache directory (the product's entry points pass the user's), a
+loader also remembers across processes what it learnt from each unchanged
+flawless file, and decodes such a file's prompt and args only on demand (see
+scan_cache.py).
+
 Not thread-safe: one loader per owner; the snapshots it returns may be read
 from any thread.
 """
@@ -16,6 +21,8 @@ import errno
 import gc
 import os
 import stat
+import time
+import zlib
 from collections.abc import Callable, Container, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -24,11 +31,24 @@ from registry_core import paths
 from registry_core.errors import MetaError
 from registry_core.registry.evaluate import evaluate
 from registry_core.registry.hostfacts import HostFacts
-from registry_core.registry.meta import MAX_META_BYTES, ParsedMeta, parse_meta
+from registry_core.registry.meta import (
+    MAX_META_BYTES,
+    ParsedMeta,
+    meta_from_skeleton,
+    parse_meta,
+    skeleton_of,
+)
 from registry_core.registry.model import Status, Tool
+from registry_core.registry.scan_cache import (
+    CachedContent,
+    Entries,
+    FileKey,
+    ScanCache,
+    cache_file,
+)
 from registry_core.registry.snapshot import Registry
 
-_Key = tuple[int, int, int, int]
+_Key = FileKey
 
 
 class _Entry(NamedTuple):
@@ -36,6 +56,7 @@ class _Entry(NamedTuple):
 
     key: _Key | None
     parsed: ParsedMeta
+    crc: int = 0  # CRC-32 of the content (for the scan cache)
 
 
 def _broken(path: Path | str, message: str) -> ParsedMeta:
@@ -77,7 +98,7 @@ def _read_regular(path: str) -> tuple[_Key, bytes] | None:
         return None
     finally:
         os.close(fd)
-    return (st.st_mtime_ns, size, st.st_ino, st.st_ctime_ns), data
+    return (st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns), data
 
 
 def _stat_key(path: str) -> _Key | None:
@@ -85,7 +106,7 @@ def _stat_key(path: str) -> _Key | None:
         st = os.stat(path)
     except OSError:
         return None
-    return st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | None]:
@@ -99,7 +120,7 @@ def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | Non
         return None, None, None
     except OSError as exc:
         return None, _broken(path, f"cannot stat: {exc.strerror}"), None
-    key = (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     if not stat.S_ISREG(st.st_mode):
         return key, _broken(path, "not a regular file"), None
     if st.st_size > MAX_META_BYTES:
@@ -121,6 +142,7 @@ class RegistryLoader:
         dirs: Iterable[Path] | None = None,
         env: Mapping[str, str] | None = None,
         facts_factory: Callable[[], HostFacts] | None = None,
+        cache_dir: Path | None = None,
     ) -> None:
         environ = dict(os.environ) if env is None else dict(env)
         chosen = dirs if dirs is not None else paths.tools_path(environ)
@@ -130,6 +152,7 @@ class RegistryLoader:
         self._cache: dict[str, _Entry] = {}  # by path string: no Path built to look up
         self._facts: HostFacts | None = None
         self._current = Registry(dirs=self.dirs)
+        self._scan_cache = ScanCache(cache_file(cache_dir, self.dirs) if cache_dir else None)
 
     @property
     def current(self) -> Registry:
@@ -142,13 +165,18 @@ class RegistryLoader:
         return self._facts
 
     def _parsed(self, path: str, regular: bool) -> _Entry | None:
-        """Parse ``path`` unless the cache already holds it unchanged; None if gone.
+        """Parse ``path`` unless a cache already knows it unchanged; None if gone.
 
         ``regular``: the directory listing says this is a regular file (not a symlink).
         """
         cached = self._cache.get(path)
         if cached is not None and cached.key is not None and _stat_key(path) == cached.key:
             return cached
+        scan_cache = self._scan_cache
+        if regular and cached is None and scan_cache.enabled:
+            entry = self._from_scan_cache(path)
+            if entry is not None:
+                return entry
         fast = _read_regular(path) if regular else None
         if fast is not None:
             key: _Key | None = fast[0]
@@ -161,8 +189,37 @@ class RegistryLoader:
                 return None
         if cached is not None and key is not None and cached.key == key:
             return cached
-        parsed = early if early is not None else parse_meta(path, data or b"")
-        entry = _Entry(key, parsed)
+        crc = 0
+        if early is not None:
+            parsed = early
+        else:
+            body = data or b""
+            parsed = parse_meta(path, body)
+            if parsed.fast and key is not None and scan_cache.enabled:
+                crc = zlib.crc32(body)
+                scan_cache.learnt(key)
+        entry = _Entry(key, parsed, crc)
+        self._cache[path] = entry
+        return entry
+
+    def _from_scan_cache(self, path: str) -> _Entry | None:
+        """The entry of an unchanged file the scan cache knows, without reading it."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        hit = self._scan_cache.lookup(path, key)
+        if hit is None:
+            return None
+        crc, skeleton = hit
+        name = path[path.rfind("/") + 1 : -5]
+        meta = meta_from_skeleton(path, name, skeleton, CachedContent(path, key, crc))
+        if meta is None:
+            return None
+        entry = _Entry(key, ParsedMeta(meta, (), (), fast=True), crc)
         self._cache[path] = entry
         return entry
 
@@ -247,7 +304,22 @@ class RegistryLoader:
         for stale in [p for p in self._cache if p not in live]:
             del self._cache[stale]
         self._current = Registry(tools, self.dirs, self.facts.describe())
+        if self._scan_cache.pending:
+            self._scan_cache.save(self._cache_entries(list(self._cache)), full_scan=True)
         return self._current
+
+    def _cache_entries(self, paths: Iterable[str]) -> Entries:
+        """What the scan cache should keep of these files' parse-cache entries."""
+        now = time.time_ns()
+        settled = ScanCache.settled
+        out: Entries = {}
+        for path in paths:
+            e = self._cache.get(path)
+            if e is None or not e.parsed.fast or e.parsed.meta is None or e.key is None:
+                continue
+            if settled(e.key, now):
+                out[path] = [*e.key, e.crc, skeleton_of(e.parsed.meta)]
+        return out
 
     def refresh(self, changed: Iterable[Path]) -> Registry:
         """Re-examine only what ``changed`` names (files or whole tools directories)."""
@@ -275,13 +347,17 @@ class RegistryLoader:
         # condition names may have changed too); $PATH stays indexed per scan.
         self.facts.condition_memo.clear()
         changes: dict[str, Tool | None] = {}
+        touched: list[str] = []
         for name in names:
             sources = [os.path.join(d, f"{name}.meta") for d in self.dirs]
+            touched += sources
             present = [p for p in sources if os.path.lexists(p)]
             changes[name] = self._build(name, present) if present else None
             for gone in set(sources) - set(present):
                 self._cache.pop(gone, None)
         self._current = self._current.with_changes(changes)
+        if self._scan_cache.pending:
+            self._scan_cache.save(self._cache_entries(touched), full_scan=False)
         return self._current
 
 

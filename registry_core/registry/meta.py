@@ -17,6 +17,7 @@ from registry_core.errors import MetaError
 from registry_core.registry.jsonpos import format_path, line_col, locate
 from registry_core.registry.model import (
     Condition,
+    DocsSource,
     Fields,
     MatchKey,
     MetaFile,
@@ -42,6 +43,9 @@ class ParsedMeta(NamedTuple):
     meta: MetaFile | None
     errors: tuple[MetaError, ...]
     warnings: tuple[MetaWarning, ...]
+    # Accepted by the fast path: flawless, every ``args`` proven by schema.fast_check's
+    # own rules (what a verdicts file may remember; see verdicts.py).
+    fast: bool = False
 
 
 def tool_name_error(name: str) -> str | None:
@@ -304,7 +308,7 @@ def check_document(path: str, tool: str, text: str, doc: Any) -> ParsedMeta:
     if isinstance(doc, dict):
         quick = _quick_meta(path, tool, doc)
         if quick is not None:
-            return ParsedMeta(quick, (), ())
+            return ParsedMeta(quick, (), (), fast=True)
     checker = _Checker(path, text)
     if not isinstance(doc, dict):
         checker.error([], f"the top level must be a JSON object, not {_json_type(doc)}")
@@ -333,3 +337,97 @@ def check_document(path: str, tool: str, text: str, doc: Any) -> ParsedMeta:
         return ParsedMeta(None, tuple(checker.errors), tuple(checker.warnings))
     meta = MetaFile(path, tool, top, variants, tuple(checker.warnings))
     return ParsedMeta(meta, (), tuple(checker.warnings))
+
+
+# --- skeletons: what the scan cache keeps of a flawless .meta ------------------------
+#
+# Everything but the prompt and the args schema (the bulk of the file), as compact
+# JSON rows: [top, variants] where a fields row is [description, prompt set?, args
+# set?, tier, readOnly, cmd, sudo, elevated] and a variant is [[key, value, ...],
+# fields row].  Rebuilding checks every type again (a cache file is data, not code)
+# but takes the schema proof, made when the file was first read, as given; prompt
+# and args are read from the file when somebody asks (model.ToolDocs).
+
+_PLACEHOLDER_ARGS: dict[str, Any] = {}
+_OPTIONAL_STR = frozenset((str, type(None)))
+_OPTIONAL_BOOL = frozenset((bool, type(None)))
+
+
+def _fields_row(fields: Fields) -> list[Any]:
+    description, prompt, args, tier, read_only, cmd, sudo, elevated = fields
+    tier_name = None if tier is None else tier.value
+    return [
+        description,
+        prompt is not None,
+        args is not None,
+        tier_name,
+        read_only,
+        cmd,
+        sudo,
+        elevated,
+    ]
+
+
+def skeleton_of(meta: MetaFile) -> list[Any]:
+    """The skeleton of a flawless ``.meta`` (JSON data)."""
+    variants = None
+    if meta.variants is not None:
+        variants = [
+            [[part for c in v.conditions for part in (c.key.value, c.value)], _fields_row(v.fields)]
+            for v in meta.variants
+        ]
+    return [_fields_row(meta.top), variants]
+
+
+def _fields_from(row: Any) -> Fields:
+    """The Fields of a skeleton row; TypeError/ValueError/KeyError when it is not one."""
+    description, prompt, args, tier, read_only, cmd, sudo, elevated = row
+    if (
+        type(description) not in _OPTIONAL_STR
+        or type(prompt) is not bool
+        or type(args) is not bool
+        or type(read_only) not in _OPTIONAL_BOOL
+        or type(sudo) not in _OPTIONAL_BOOL
+        or type(elevated) not in _OPTIONAL_BOOL
+        or (cmd is not None and (type(cmd) is not str or not cmd.strip() or "\0" in cmd))
+    ):
+        raise TypeError("not a skeleton row")
+    return Fields(
+        description,
+        "" if prompt else None,
+        _PLACEHOLDER_ARGS if args else None,
+        None if tier is None else _TIERS[tier],
+        read_only,
+        cmd,
+        sudo,
+        elevated,
+    )
+
+
+def meta_from_skeleton(path: str, tool: str, skeleton: Any, docs: DocsSource) -> MetaFile | None:
+    """The :class:`MetaFile` a skeleton describes, its prompt and args to read from ``docs``.
+
+    ``None`` when the skeleton does not pass the checks (then read the file).
+    """
+    if tool_name_error(tool) is not None:
+        return None
+    try:
+        top_row, variant_rows = skeleton
+        top = _fields_from(top_row)
+        variants: tuple[VariantDef, ...] | None = None
+        if variant_rows is not None:
+            out: list[VariantDef] = []
+            for index, (flat, row) in enumerate(variant_rows):
+                conditions: list[Condition] = []
+                for at in range(0, len(flat), 2):
+                    value = flat[at + 1]
+                    if type(value) is not str or not value:
+                        return None
+                    conditions.append(Condition(_MATCH_KEYS[flat[at]], value))
+                out.append(VariantDef(index, tuple(conditions), _fields_from(row)))
+            if not out:
+                return None
+            variants = tuple(out)
+    except (TypeError, ValueError, KeyError, IndexError):
+        return None
+    return MetaFile(path, tool, top, variants, (), docs)

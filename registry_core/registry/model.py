@@ -9,14 +9,15 @@ changing).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
-from registry_core.errors import MetaError
+from registry_core.errors import MetaError, OllieError
 
 JsonObject = Mapping[str, Any]
 
@@ -113,6 +114,9 @@ class MetaFile(NamedTuple):
     top: Fields
     variants: tuple[VariantDef, ...] | None
     warnings: tuple[MetaWarning, ...] = ()
+    # Set when this MetaFile was rebuilt from the scan cache: prompt and args are read
+    # from there on demand (its Fields hold placeholders for them).
+    docs_source: DocsSource | None = None
 
 
 class ConditionResult(NamedTuple):
@@ -129,6 +133,100 @@ class VariantResult(NamedTuple):
     fields: tuple[str, ...] = ()
 
 
+# What a tool without ``args`` accepts (shared, read-only like every schema here).
+DEFAULT_ARGS: JsonObject = {"type": "object", "properties": {}}
+_NO_ARGS: JsonObject = MappingProxyType({})
+
+
+class DocsSource(Protocol):
+    """Where deferred :class:`ToolDocs` come from: the content of one ``.meta`` version."""
+
+    def content(self) -> bytes:
+        """That version's bytes; raises :class:`~registry_core.errors.OllieError` if gone."""
+        ...
+
+
+class ToolDocs:
+    """A tool's prompt and argument schema: the bulk of its ``.meta``.
+
+    Either given, or read and decoded on first use: a scan that finds an
+    unchanged file in its cache knows everything else about it without
+    reading it (see scan_cache.py).  The source checks that the file is still
+    the version the scan saw, so the docs always belong to the snapshot's
+    tool; if it is not (the file changed after the scan) reading them raises
+    a :class:`~registry_core.errors.ToolChangedError` instead.
+    """
+
+    __slots__ = ("_args", "_prompt", "_source", "_variant")
+
+    def __init__(
+        self,
+        prompt: str = "",
+        args: JsonObject = _NO_ARGS,
+        _source: DocsSource | None = None,
+        _variant: int | None = None,
+    ) -> None:
+        self._prompt = prompt
+        self._args = args
+        self._source = _source
+        self._variant = _variant
+
+    @classmethod
+    def deferred(cls, source: DocsSource, variant: int | None) -> ToolDocs:
+        """The docs of a flawless ``.meta`` version, with ``variant`` chosen."""
+        return cls("", _NO_ARGS, source, variant)
+
+    @property
+    def decoded(self) -> bool:
+        return self._source is None
+
+    def _decode(self, source: DocsSource) -> None:
+        body = source.content()
+        try:
+            doc = json.loads(body)
+            chosen = doc["variants"][self._variant] if self._variant is not None else {}
+            prompt = chosen["prompt"] if "prompt" in chosen else doc.get("prompt", "")
+            args = chosen["args"] if "args" in chosen else doc.get("args")
+        except (ValueError, LookupError, TypeError, AttributeError) as exc:
+            # The source vouched for this content: only a corrupt cache gets here.
+            raise OllieError(f"cannot decode the cached tool documentation: {exc}") from exc
+        if not isinstance(prompt, str) or not (args is None or isinstance(args, dict)):
+            raise OllieError("cannot decode the cached tool documentation: unexpected types")
+        # Fields first, then the marker: another thread sees both or decodes again.
+        self._prompt = prompt
+        self._args = DEFAULT_ARGS if args is None else args
+        self._source = None
+
+    @property
+    def prompt(self) -> str:
+        source = self._source
+        if source is not None:
+            self._decode(source)
+        return self._prompt
+
+    @property
+    def args(self) -> JsonObject:
+        source = self._source
+        if source is not None:
+            self._decode(source)
+        return self._args
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolDocs):
+            return NotImplemented
+        return self is other or (self.prompt, self.args) == (other.prompt, other.args)
+
+    __hash__ = None  # type: ignore[assignment]  # holds a dict: unhashable like one
+
+    def __repr__(self) -> str:
+        if self._source is not None:
+            return f"ToolDocs(<not read yet: {self._source!r}, variant {self._variant}>)"
+        return f"ToolDocs(prompt={self._prompt!r}, args={self._args!r})"
+
+
+NO_DOCS = ToolDocs()
+
+
 class Tool(NamedTuple):
     """Everything the registry knows about one tool name on one host.
 
@@ -142,8 +240,7 @@ class Tool(NamedTuple):
     source_file: str
     status: Status
     description: str = ""
-    prompt: str = ""
-    args: JsonObject = MappingProxyType({})
+    docs: ToolDocs = NO_DOCS
     tier: Tier = Tier.HOT
     read_only: bool = False
     cmd: str | None = None
@@ -157,6 +254,16 @@ class Tool(NamedTuple):
     errors: tuple[MetaError, ...] = ()
     warnings: tuple[MetaWarning, ...] = ()
     shadowed_files: tuple[str, ...] = ()
+
+    @property
+    def prompt(self) -> str:
+        """The full documentation for the model (Markdown)."""
+        return self.docs.prompt
+
+    @property
+    def args(self) -> JsonObject:
+        """The JSON Schema of the arguments (read-only: copy before changing)."""
+        return self.docs.args
 
     @property
     def source(self) -> Path:

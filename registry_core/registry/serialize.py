@@ -14,6 +14,7 @@ from registry_core.registry.model import (
     Status,
     Tier,
     Tool,
+    ToolDocs,
     VariantResult,
 )
 from registry_core.registry.snapshot import Registry
@@ -121,8 +122,7 @@ def tool_from_details(obj: Mapping[str, Any]) -> Tool:
         source_file=_text(obj["source"]),
         status=Status(obj["status"]),
         description=_text(obj.get("description", "")),
-        prompt=_text(obj.get("prompt", "")),
-        args=dict(obj.get("args") or {}),
+        docs=ToolDocs(_text(obj.get("prompt", "")), dict(obj.get("args") or {})),
         tier=Tier(obj.get("tier", "hot")),
         read_only=bool(obj.get("readOnly", False)),
         cmd=None if obj.get("cmd") is None else _text(obj["cmd"]),

@@ -16,6 +16,7 @@ from registry_core.registry.model import (
     Status,
     Tier,
     Tool,
+    ToolDocs,
     VariantResult,
 )
 from registry_core.registry.serialize import error_json, tool_details, tool_summary, warning_json
@@ -25,12 +26,10 @@ ARGS = {"type": "object", "required": ["path"], "properties": {"path": {"type": 
 
 
 def tool(name: str, status: Status = Status.AVAILABLE, **kw: Any) -> Tool:
-    defaults: dict[str, Any] = {
-        "description": f"{name} does things.",
-        "prompt": f"## {name}\n\nDocs.",
-        "args": ARGS,
-    }
-    return Tool(name=name, source_file=f"/tools/{name}.meta", status=status, **{**defaults, **kw})
+    prompt = kw.pop("prompt", f"## {name}\n\nDocs.")
+    docs = ToolDocs(prompt, kw.pop("args", ARGS))
+    fields: dict[str, Any] = {"description": f"{name} does things.", "docs": docs, **kw}
+    return Tool(name=name, source_file=f"/tools/{name}.meta", status=status, **fields)
 
 
 HIDDEN = tool(
