@@ -30,9 +30,9 @@ def registry() -> Registry:
 
 def same(a: Tool, b: Tool) -> bool:
     """Equal, errors compared by value (MetaError is an exception: identity equality)."""
-    return a._replace(errors=()) == b._replace(errors=()) and [
-        error_json(e) for e in a.errors
-    ] == [error_json(e) for e in b.errors]
+    return a._replace(errors=()) == b._replace(errors=()) and [error_json(e) for e in a.errors] == [
+        error_json(e) for e in b.errors
+    ]
 
 
 def test_every_demo_tool_round_trips(registry: Registry) -> None:
