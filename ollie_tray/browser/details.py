@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import QColor, QDesktopServices, QFont, QFontDatabase
@@ -42,7 +43,7 @@ from ollie_tray.browser.run_form import arg_specs, box
 from ollie_tray.icons import icon
 from registry_core.elevation.policies import Policy, PolicyStore
 from registry_core.elevation.prompter import Remember
-from registry_core.errors import PolicyError
+from registry_core.errors import PolicyError, ToolChangedError
 from registry_core.registry import ConditionResult, Resolution, Tool
 
 RESOLUTION_LABELS = {
@@ -287,8 +288,12 @@ class DetailsPanel(QWidget):
         self._show_notice(row, tool, simulated)
         self._show_overview(row, tool)
         self._show_variants(tool)
-        self._show_args(tool)
-        self.prompt.setMarkdown(tool.prompt or "*This tool has no prompt.*")
+        try:
+            prompt, args = tool.prompt, tool.args
+        except ToolChangedError as exc:  # the watcher is about to show the new version
+            prompt, args = f"*{exc}*", {}
+        self._show_args(args)
+        self.prompt.setMarkdown(prompt or "*This tool has no prompt.*")
         self._policy_changed(self.policy.show_tool(row.name))
         problems = self._show_problems(tool)
         self.tabs.setTabText(4, f"Problems ({problems})" if problems else "Problems")
@@ -368,8 +373,8 @@ class DetailsPanel(QWidget):
                 top.addChild(child)
         self.variants.expandAll()
 
-    def _show_args(self, tool: Tool) -> None:
-        specs = arg_specs(tool.args)
+    def _show_args(self, args: Mapping[str, Any]) -> None:
+        specs = arg_specs(args)
         self.args_table.setRowCount(len(specs))
         for row, spec in enumerate(specs):
             cells = (spec.name, spec.type_text, "yes" if spec.required else "", spec.description)
@@ -378,7 +383,7 @@ class DetailsPanel(QWidget):
                 item.setToolTip(text)
                 self.args_table.setItem(row, column, item)
         self.args_table.resizeColumnsToContents()
-        self.args_json.setPlainText(json.dumps(dict(tool.args), indent=2, ensure_ascii=False))
+        self.args_json.setPlainText(json.dumps(dict(args), indent=2, ensure_ascii=False))
         self.tabs.setTabText(1, f"Arguments ({len(specs)})")
 
     def _show_problems(self, tool: Tool) -> int:

@@ -56,6 +56,7 @@ from ollie_tray.browser.whatif import (
 from ollie_tray.icons import icon
 from registry_core.dispatch import Dispatcher
 from registry_core.elevation.policies import PolicyStore
+from registry_core.errors import ToolChangedError
 from registry_core.registry import Registry, RegistryLoader, Tool
 
 _WIDTHS = {Column.NAME: 168, Column.STATUS: 108, Column.TIER: 50, Column.FLAGS: 128}
@@ -234,7 +235,12 @@ class BrowserWindow(QMainWindow):
         tool = self.loader.current.tools.get(name)
         if tool is None or not tool.available:
             return None
-        form = RunForm(tool, self.dispatcher, parent=self)
+        try:
+            form = RunForm(tool, self.dispatcher, parent=self)
+        except ToolChangedError as exc:  # changed on disk since the last scan
+            self.statusBar().showMessage(f"{exc}; the list was reloaded.", 6000)
+            self.refresh()
+            return None
         form.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         form.destroyed.connect(lambda *_: self._forms.remove(form) if form in self._forms else None)
         self._forms.append(form)

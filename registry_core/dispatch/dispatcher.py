@@ -34,7 +34,7 @@ from registry_core.dispatch.gate import (
 from registry_core.dispatch.output import content_blocks, decode
 from registry_core.dispatch.process import OUTPUT_LIMIT, ProcessResult, run_process
 from registry_core.dispatch.result import CallResult
-from registry_core.errors import ArgumentsError, ExecutableError
+from registry_core.errors import ArgumentsError, ExecutableError, ToolChangedError
 from registry_core.registry import Registry, Tool
 from registry_core.registry.hostfacts import is_executable_file
 from registry_core.registry.jsonpos import format_path
@@ -192,7 +192,13 @@ class Dispatcher:
     def call(self, name: str, args: Any, options: CallOptions) -> CallResult:
         registry = self.registry()
         tool = registry.usable(name)
-        validate_args(tool, args)
+        try:
+            validate_args(tool, args)
+        except ToolChangedError:
+            # The .meta changed after that snapshot was taken: use a new one (once).
+            registry = self.registry()
+            tool = registry.usable(name)
+            validate_args(tool, args)
         executable = tool.executable
         if executable is None:
             raise ExecutableError(f"{name}: {tool.resolution_detail or 'no executable found'}")

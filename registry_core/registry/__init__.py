@@ -3,9 +3,11 @@
 Public entry points:
 
 * :class:`RegistryLoader` scans ``$OLLIE_TOOLS_PATH`` and keeps a parse cache so
-  a reload only re-reads what changed;
+  a reload only re-reads what changed (and, given a cache directory, a scan
+  cache so a new process need not read unchanged files at all);
 * :class:`Registry` is an immutable snapshot: readers never see half a reload;
-* :class:`Tool` is everything the registry knows about one tool name.
+* :class:`Tool` is everything the registry knows about one tool name; its
+  prompt and args live in :class:`ToolDocs`, which may read them on demand.
 """
 
 from registry_core.registry.hostfacts import HostFacts, go_arch, go_os
@@ -17,6 +19,7 @@ from registry_core.registry.model import (
     Status,
     Tier,
     Tool,
+    ToolDocs,
     VariantResult,
 )
 from registry_core.registry.snapshot import FunctionFormat, LoadedTool, Registry
@@ -33,6 +36,7 @@ __all__ = [
     "Status",
     "Tier",
     "Tool",
+    "ToolDocs",
     "VariantResult",
     "go_arch",
     "go_os",

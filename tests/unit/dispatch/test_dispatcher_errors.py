@@ -18,9 +18,11 @@ from registry_core.dispatch import CallOptions, Kind
 from registry_core.dispatch.dispatcher import DEFAULT_TIMEOUT, RulesCache
 from registry_core.dispatch.process import OUTPUT_LIMIT
 from registry_core.errors import (
+    ArgumentsError,
     ElevationDeniedError,
     ExecutableError,
     ProfileError,
+    ToolChangedError,
     ToolNotFoundError,
     ToolUnavailableError,
 )
@@ -311,3 +313,28 @@ def test_rules_cache_is_bounded(stack: Stack) -> None:
     cache.rules(profile, stack.env, "/2")
     cache.rules(profile, stack.env, "/3")
     assert cache.rules(profile, stack.env, "/1") is not first
+
+
+# --- a snapshot older than its files -------------------------------------------
+
+
+def test_a_tool_changed_after_the_snapshot_is_called_from_a_new_one(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from registry_core.dispatch import Dispatcher
+    from registry_core.registry import RegistryLoader, scan_cache
+
+    monkeypatch.setattr(scan_cache, "SETTLE_NS", 0)
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    stack.tool("echo", ECHO, args=schema)
+    cache = stack.root / "cache"
+    RegistryLoader([stack.tools], stack.env, cache_dir=cache).load()  # fills the scan cache
+    stale = RegistryLoader([stack.tools], stack.env, cache_dir=cache).load()
+    stack.tool("echo", args={**schema, "required": ["n"]})  # the file changes afterwards
+    snapshots = iter([stale, RegistryLoader([stack.tools], stack.env).load()])
+    dispatcher = Dispatcher(registry=lambda: next(snapshots), env=stack.env)
+
+    with pytest.raises(ArgumentsError, match="n"):  # the new version's schema decided
+        dispatcher.call("echo", {}, stack.options())
+    with pytest.raises(ToolChangedError, match=r"echo\.meta changed since"):
+        Dispatcher(registry=lambda: stale, env=stack.env).call("echo", {}, stack.options())

@@ -274,7 +274,7 @@ def test_fast_path_builds_exactly_what_the_full_check_builds(doc: dict[str, Any]
 
     from registry_core.registry import meta as meta_mod
 
-    path = Path("/tools/t.meta")
+    path = "/tools/t.meta"
     text = json.dumps(doc, indent=1)
     fast = meta_mod.check_document(path, "t", text, doc)
     with mock.patch.object(meta_mod, "_quick_meta", return_value=None):
@@ -282,3 +282,36 @@ def test_fast_path_builds_exactly_what_the_full_check_builds(doc: dict[str, Any]
     assert fast.meta == full.meta
     assert [str(e) for e in fast.errors] == [str(e) for e in full.errors]
     assert fast.warnings == full.warnings
+
+
+# --- the scan cache changes nothing but the speed ---------------------------------------------
+
+
+_flawless_docs = valid_docs.map(lambda d: {k: v for k, v in d.items() if k != "x-unknown"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(docs=st.lists(st.one_of(_flawless_docs, _maybe_docs), min_size=1, max_size=5))
+def test_a_load_through_the_scan_cache_is_the_load_without_it(docs: list[Any]) -> None:
+    from unittest import mock
+
+    from registry_core.registry import scan_cache
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(scan_cache, "SETTLE_NS", 0):
+        base = Path(tmp)
+        tools = base / "tools"
+        tools.mkdir()
+        for i, doc in enumerate(docs):
+            (tools / f"t{i}.meta").write_text(json.dumps(doc, indent=1))
+        env = {"PATH": str(base / "no-bin"), "HOME": str(base)}
+        fresh = RegistryLoader([tools], env=env).load()
+        RegistryLoader([tools], env=env, cache_dir=base / "cache").load()  # fills the cache
+        cached = RegistryLoader([tools], env=env, cache_dir=base / "cache").load()
+        for i, doc in enumerate(docs):
+            name = f"t{i}"
+            fast = parse_meta(tools / f"{name}.meta", json.dumps(doc, indent=1).encode()).fast
+            assert cached.get(name).docs.decoded is not fast  # known without reading it
+            want, got = tool_details(fresh.get(name)), tool_details(cached.get(name))
+            for details in (want, got):
+                details["errors"] = [e["message"] for e in details["errors"]]
+            assert got == want

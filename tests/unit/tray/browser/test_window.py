@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel
@@ -13,10 +14,11 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.browser import BrowserWindow
 from ollie_tray.browser.model import Column, RowStatus
+from registry_core.dispatch import Dispatcher
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.policies import PolicyStore, file_sha256
 from registry_core.elevation.prompter import Remember
-from registry_core.registry import RegistryLoader
+from registry_core.registry import RegistryLoader, scan_cache
 
 MakeWindow = Callable[..., BrowserWindow]
 
@@ -274,3 +276,31 @@ def test_empty_registry_explains_what_to_do(
     placeholder: QLabel = window.details.placeholder
     assert "No tools found in" in placeholder.text()
     assert window.count_label.text() == "No tools"
+
+
+def test_a_tool_file_changed_after_the_scan_is_explained_then_reloaded(
+    make_window: MakeWindow,
+    demo_dirs: list[Path],
+    host_env: dict[str, str],
+    tmp_path: Path,
+    dispatcher: Dispatcher,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scan_cache, "SETTLE_NS", 0)
+    cache = tmp_path / "scan-cache"
+    RegistryLoader(demo_dirs, env=host_env, cache_dir=cache).load()  # fills the cache
+    loader = RegistryLoader(demo_dirs, env=host_env, cache_dir=cache)
+    window = make_window(loader=loader, dispatcher=dispatcher)
+    greet = demo_dirs[0] / "greet.meta"
+    doc = json.loads(greet.read_text())
+    greet.write_text(json.dumps({**doc, "prompt": "## greet, version 2"}))  # no watcher here
+
+    assert window.select_tool("greet")
+    shown = window.details.prompt.toPlainText()
+    assert "greet.meta changed since the tool registry was loaded" in shown
+    assert window.details.args_table.rowCount() == 0
+
+    assert window.open_run_form() is None  # the stale snapshot is not run: it is reloaded
+    assert "changed since" in window.statusBar().currentMessage()
+    assert window.select_tool("greet")
+    assert "version 2" in window.details.prompt.toPlainText()
