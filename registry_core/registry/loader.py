@@ -36,6 +36,8 @@ from registry_core.registry.meta import (
     ParsedMeta,
     meta_from_skeleton,
     parse_meta,
+    parsed_from_problems,
+    problems_of,
     skeleton_of,
 )
 from registry_core.registry.model import Status, Tool
@@ -56,7 +58,9 @@ class _Entry(NamedTuple):
 
     key: _Key | None
     parsed: ParsedMeta
-    crc: int = 0  # CRC-32 of the content (for the scan cache)
+    # CRC-32 of the content when the scan cache may keep what it says about it:
+    # flawless files and files broken by their content (not by a read error).
+    crc: int | None = None
 
 
 def _broken(path: Path | str, message: str) -> ParsedMeta:
@@ -189,13 +193,13 @@ class RegistryLoader:
                 return None
         if cached is not None and key is not None and cached.key == key:
             return cached
-        crc = 0
+        crc = None
         if early is not None:
             parsed = early
         else:
             body = data or b""
             parsed = parse_meta(path, body)
-            if parsed.fast and key is not None and scan_cache.enabled:
+            if key is not None and scan_cache.enabled and (parsed.fast or parsed.meta is None):
                 crc = zlib.crc32(body)
                 scan_cache.learnt(key)
         entry = _Entry(key, parsed, crc)
@@ -214,12 +218,16 @@ class RegistryLoader:
         hit = self._scan_cache.lookup(path, key)
         if hit is None:
             return None
-        crc, skeleton = hit
-        name = path[path.rfind("/") + 1 : -5]
-        meta = meta_from_skeleton(path, name, skeleton, CachedContent(path, key, crc))
-        if meta is None:
+        crc, known = hit
+        if type(known) is dict:  # a version broken by its content
+            parsed = parsed_from_problems(path, known)
+        else:
+            name = path[path.rfind("/") + 1 : -5]
+            meta = meta_from_skeleton(path, name, known, CachedContent(path, key, crc))
+            parsed = None if meta is None else ParsedMeta(meta, (), (), fast=True)
+        if parsed is None:
             return None
-        entry = _Entry(key, ParsedMeta(meta, (), (), fast=True), crc)
+        entry = _Entry(key, parsed, crc)
         self._cache[path] = entry
         return entry
 
@@ -268,13 +276,18 @@ class RegistryLoader:
                     entries = list(it)
             except OSError:
                 continue
-            listings[str(directory)] = {e.name: e for e in entries}
-            metas = sorted([e for e in entries if e.name.endswith(".meta")], key=_entry_name)
-            for entry in metas:
-                found.setdefault(entry.name[:-5], []).append(entry.path)
+            listing = listings[str(directory)] = {e.name: e for e in entries}
+            for file in sorted([n for n in listing if n.endswith(".meta")]):
+                entry = listing[file]
+                path = entry.path
+                sources = found.get(file[:-5])
+                if sources is None:
+                    found[file[:-5]] = [path]
+                else:
+                    sources.append(path)
                 try:
                     if entry.is_file(follow_symlinks=False):
-                        regular.add(entry.path)
+                        regular.add(path)
                 except OSError:
                     pass
         return found, regular, listings
@@ -315,10 +328,11 @@ class RegistryLoader:
         out: Entries = {}
         for path in paths:
             e = self._cache.get(path)
-            if e is None or not e.parsed.fast or e.parsed.meta is None or e.key is None:
+            if e is None or e.crc is None or e.key is None or not settled(e.key, now):
                 continue
-            if settled(e.key, now):
-                out[path] = [*e.key, e.crc, skeleton_of(e.parsed.meta)]
+            meta = e.parsed.meta
+            known = problems_of(e.parsed) if meta is None else skeleton_of(meta)
+            out[path] = [*e.key, e.crc, known]
         return out
 
     def refresh(self, changed: Iterable[Path]) -> Registry:
@@ -359,10 +373,6 @@ class RegistryLoader:
         if self._scan_cache.pending:
             self._scan_cache.save(self._cache_entries(touched), full_scan=False)
         return self._current
-
-
-def _entry_name(entry: os.DirEntry[str]) -> str:
-    return entry.name
 
 
 def load_registry(

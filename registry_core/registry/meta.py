@@ -431,3 +431,35 @@ def meta_from_skeleton(path: str, tool: str, skeleton: Any, docs: DocsSource) ->
     except (TypeError, ValueError, KeyError, IndexError):
         return None
     return MetaFile(path, tool, top, variants, (), docs)
+
+
+# --- what the scan cache keeps of a broken .meta --------------------------------------
+
+
+def problems_of(parsed: ParsedMeta) -> dict[str, Any]:
+    """The errors and warnings of a broken ``.meta`` version, as JSON data."""
+    return {
+        "errors": [[e.message, e.line, e.column] for e in parsed.errors],
+        "warnings": [[w.message, w.line, w.column] for w in parsed.warnings],
+    }
+
+
+def _positioned(row: Any) -> tuple[str, int | None, int | None]:
+    message, line, column = row
+    if (
+        type(message) is not str
+        or (line is not None and type(line) is not int)
+        or (column is not None and type(column) is not int)
+    ):
+        raise TypeError("not a problem row")
+    return message, line, column
+
+
+def parsed_from_problems(path: str, problems: Any) -> ParsedMeta | None:
+    """The broken :class:`ParsedMeta` :func:`problems_of` describes; None if malformed."""
+    try:
+        errors = tuple([MetaError(path, *_positioned(r)) for r in problems["errors"]])
+        warnings = tuple([MetaWarning(path, *_positioned(r)) for r in problems["warnings"]])
+    except (TypeError, ValueError, KeyError):
+        return None
+    return ParsedMeta(None, errors, warnings) if errors else None

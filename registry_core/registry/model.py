@@ -13,6 +13,8 @@ import json
 import os
 from collections.abc import Mapping
 from enum import StrEnum
+from itertools import compress
+from operator import is_not
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -71,11 +73,12 @@ class Fields(NamedTuple):
 
     def set_names(self) -> tuple[str, ...]:
         """The ``.meta`` spelling of every field that is set (for the browser)."""
-        return tuple([k for k, v in zip(_FIELD_NAMES, self, strict=True) if v is not None])
+        return tuple(compress(_FIELD_NAMES, map(is_not, self, _UNSET)))
 
 
 # The .meta spelling of Fields' attributes, in declaration order.
 _FIELD_NAMES = ("description", "prompt", "args", "tier", "readOnly", "cmd", "sudo", "elevated")
+_UNSET = (None,) * len(_FIELD_NAMES)
 
 
 class MetaWarning(NamedTuple):

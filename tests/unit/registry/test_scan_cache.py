@@ -15,7 +15,13 @@ from registry_core.errors import ToolChangedError
 from registry_core.registry import loader as loader_mod
 from registry_core.registry import scan_cache
 from registry_core.registry.loader import RegistryLoader
-from registry_core.registry.meta import meta_from_skeleton, parse_meta, skeleton_of
+from registry_core.registry.meta import (
+    meta_from_skeleton,
+    parse_meta,
+    parsed_from_problems,
+    problems_of,
+    skeleton_of,
+)
 from registry_core.registry.model import Status, Tier
 from registry_core.registry.scan_cache import CachedContent, ScanCache, cache_file
 from registry_core.registry.serialize import tool_details
@@ -109,8 +115,14 @@ def test_a_cached_load_is_the_same_registry_without_reading_flawless_files(
     assert cache_file(cache, [tools]).is_file()
     opened = reads(monkeypatch)
     cached = loader(tools, env, cache).load()
-    # Only what the cache may not keep is read: a broken file, one with a warning.
-    assert sorted(opened) == ["broken.meta", "warns.meta"]
+    # Only what the cache does not keep is read: a file with warnings.
+    assert opened == ["warns.meta"]
+    broken = cached.get("broken")
+    assert broken.status is Status.BROKEN
+    assert [(e.path, e.message, e.line, e.column) for e in broken.errors] == [
+        (e.path, e.message, e.line, e.column) for e in fresh.get("broken").errors
+    ]
+    assert broken.errors[0].line is not None
     assert not cached.get("plain").docs.decoded
     assert not cached.get("multi").docs.decoded
     assert details(cached) == details(fresh)  # docs are read here, on demand
@@ -202,6 +214,32 @@ def test_skeletons_round_trip_everything_but_the_docs() -> None:
 def test_a_malformed_skeleton_is_refused(skeleton: Any) -> None:
     source = CachedContent("/tools/t.meta", (0, 0, 0, 0, 0), 0)
     assert meta_from_skeleton("/tools/t.meta", "t", skeleton, source) is None
+
+
+@pytest.mark.parametrize(
+    "problems",
+    [
+        None,
+        [],
+        {"errors": []},  # a broken version has errors
+        {"errors": [["m", 1, 1]]},  # no warnings slot
+        {"errors": [["m", "1", 1]], "warnings": []},
+        {"errors": [[5, 1, 1]], "warnings": []},
+        {"errors": [["m", 1]], "warnings": []},
+        {"errors": [["m", 1, 1]], "warnings": [None]},
+    ],
+)
+def test_malformed_problems_are_refused(problems: Any) -> None:
+    assert parsed_from_problems("/tools/t.meta", problems) is None
+
+
+def test_problems_round_trip() -> None:
+    parsed = parse_meta("/tools/t.meta", b'{"tier": "lukewarm", "colour": 1}')
+    assert parsed.meta is None and parsed.errors and parsed.warnings
+    again = parsed_from_problems("/tools/t.meta", json.loads(json.dumps(problems_of(parsed))))
+    assert again is not None
+    assert [str(e) for e in again.errors] == [str(e) for e in parsed.errors]
+    assert again.warnings == parsed.warnings
 
 
 def test_a_bad_tool_name_is_never_taken_from_the_cache() -> None:
@@ -312,18 +350,32 @@ def test_a_full_scan_keeps_what_it_met_and_a_refresh_adds_to_it(
     the_loader = loader(tools, env, cache)
     the_loader.load()
     entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == ["multi.meta", "plain.meta"]
+    assert sorted(os.path.basename(p) for p in entries) == [
+        "broken.meta",
+        "multi.meta",
+        "plain.meta",
+    ]
 
     (tools / "new.meta").write_text(json.dumps(PLAIN))
     the_loader.refresh([tools / "new.meta"])
     entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == ["multi.meta", "new.meta", "plain.meta"]
+    assert sorted(os.path.basename(p) for p in entries) == [
+        "broken.meta",
+        "multi.meta",
+        "new.meta",
+        "plain.meta",
+    ]
 
     (tools / "plain.meta").unlink()
     (tools / "other.meta").write_text(json.dumps(PLAIN))
     the_loader.load()
     entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == ["multi.meta", "new.meta", "other.meta"]
+    assert sorted(os.path.basename(p) for p in entries) == [
+        "broken.meta",
+        "multi.meta",
+        "new.meta",
+        "other.meta",
+    ]
 
 
 def test_a_cache_that_cannot_be_written_costs_only_time(
