@@ -2,14 +2,15 @@
 
 Every ``ollie-tools`` call, the broker and the tray load the whole registry,
 and tools rarely change.  After a scan, a loader given a cache directory keeps
-there the *skeleton* of each flawless file version (everything but the
-prompt and the args schema, see ``meta.skeleton_of``) with a CRC-32 of its
-content.  The next loader ``lstat``s every file; for a version it finds in the
-cache it checks the skeleton instead of reading, decoding and validating the
-file, and the tool's prompt and args are read only when somebody asks for
-them (``model.ToolDocs``, :class:`CachedContent`).  The one thing taken on
-trust is the proof, made when the version was first read, that its ``args``
-are valid JSON Schemas.
+there, with a CRC-32 of its content, the *skeleton* of each flawless file
+version (everything but the prompt and the args schema, see
+``meta.skeleton_of``) and the errors of each version broken by its content
+(``meta.problems_of``).  The next loader ``lstat``s every file; for a version
+it finds in the cache it checks the skeleton instead of reading, decoding and
+validating the file, and the tool's prompt and args are read only when
+somebody asks for them (``model.ToolDocs``, :class:`CachedContent`).  The one
+thing taken on trust is the proof, made when the version was first read,
+that its ``args`` are valid JSON Schemas.
 
 A file version is named by its stat identity (device, inode, size, mtime,
 ctime).  Any write changes the ctime, which unprivileged processes cannot set,
@@ -22,8 +23,8 @@ than mixing two versions in one tool.
 There is one cache file per tools path (the list of directories), holding
 what the last full scan of that path met.  A file is trusted only if it is a
 regular file owned by this user and writable by nobody else, and names this
-format and the fingerprint of the rules it was made with (``meta.py`` and
-``schema.py``: changing the rules forgets the cache).  Anything else is
+format and the fingerprint of the rules it was made with (changing the
+parser, the schema rules or the model, or Python, forgets the cache).  Anything else is
 ignored and replaced at the next save.  Losing the cache only costs time.
 """
 
@@ -33,6 +34,7 @@ import hashlib
 import json
 import os
 import stat
+import sys
 import time
 import zlib
 from collections.abc import Iterable
@@ -54,13 +56,18 @@ _FINGERPRINT: list[str | None] = []
 
 
 def rules_fingerprint() -> str | None:
-    """sha256 of the rules' source (meta.py, schema.py); ``None`` (no cache) if unreadable."""
-    if not _FINGERPRINT:
-        from registry_core.registry import meta, schema
+    """sha256 of what decides a cached answer; ``None`` (no cache) if unreadable.
 
-        digest = hashlib.sha256(f"{FORMAT} {VERSION}\n".encode())
+    That is the source of the modules that parse, check and model a ``.meta``
+    and locate its problems, and the Python version (whose ``json`` words the
+    syntax errors).
+    """
+    if not _FINGERPRINT:
+        from registry_core.registry import jsonpos, meta, model, schema
+
+        digest = hashlib.sha256(f"{FORMAT} {VERSION} {sys.version}\n".encode())
         try:
-            for module in (meta, schema):
+            for module in (meta, schema, model, jsonpos):
                 digest.update(Path(module.__file__ or "").read_bytes())
         except OSError:
             _FINGERPRINT.append(None)
