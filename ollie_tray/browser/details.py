@@ -337,7 +337,7 @@ class DetailsPanel(QWidget):
         self.resolution_label.setText(f"<b>{how}</b>: {detail}" if how else detail)
         badges = [
             f"<span style='color:{BADGE_COLORS[b]}'><b>{b}</b></span>"
-            for b in ToolRow(tool, tool.source).badges
+            for b in ToolRow(tool, tool.source_file).badges
         ]
         self.traits_label.setText(" · ".join([f"tier {tool.tier.value}", *badges]))
         shadows = "<br>".join(str(p) for p in row.tool.shadowed) if not row.shadowed else ""

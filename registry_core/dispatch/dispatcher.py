@@ -199,20 +199,20 @@ class Dispatcher:
             registry = self.registry()
             tool = registry.usable(name)
             validate_args(tool, args)
-        executable = tool.executable
+        executable = tool.executable_file
         if executable is None:
             raise ExecutableError(f"{name}: {tool.resolution_detail or 'no executable found'}")
-        if not is_executable_file(str(executable)):
+        if not is_executable_file(executable):
             raise ExecutableError(f"{name}: {executable} is missing or not executable")
         stdin = json.dumps(args).encode()
         cwd = os.path.abspath(options.cwd)
         extra = self.tool_env(registry)
         extra["PWD"] = cwd
         if tool.sudo:
-            return self._run_sudo(tool, str(executable), args, stdin, extra, options)
+            return self._run_sudo(tool, executable, args, stdin, extra, options)
         if tool.elevated or options.elevated:
-            return self._run_elevated(tool, str(executable), args, stdin, extra, options)
-        return self._run_sandboxed(tool, str(executable), stdin, extra, options)
+            return self._run_elevated(tool, executable, args, stdin, extra, options)
+        return self._run_sandboxed(tool, executable, stdin, extra, options)
 
     def _finish(
         self,

@@ -189,7 +189,7 @@ def gather_facts(
     if req.code is not None and req.tool == REQUEST_CODE_TOOL:
         return _code_facts(req)
     tool = registry.usable(req.tool)
-    executable = str(tool.executable) if tool.executable else None
+    executable = tool.executable_file
     mismatches: list[str] = []
     if req.code is not None:
         mismatches.append("a code field was sent for a registry tool")

@@ -1,15 +1,16 @@
 """Discover ``.meta`` files on ``$OLLIE_TOOLS_PATH`` and build registry snapshots.
 
-:class:`RegistryLoader` keeps a parse cache keyed by each file's
-(mtime, size, inode, ctime): a full :meth:`~RegistryLoader.load` re-reads only
-files whose key changed.  When a file watcher says exactly what changed,
-:meth:`~RegistryLoader.refresh` re-examines only those names and shares every
-other :class:`Tool` with the previous snapshot.
+:class:`RegistryLoader` keeps a parse cache keyed by each file's stat
+identity (device, inode, size, mtime, ctime): a full
+:meth:`~RegistryLoader.load` re-reads only files whose key changed.  When a
+file watcher says exactly what changed, :meth:`~RegistryLoader.refresh`
+re-examines only those names and shares every other :class:`Tool` with the
+previous snapshot.
 
 Given a cache directory (the product's entry points pass the user's), a
-loader also remembers across processes what it learnt from each unchanged
-flawless file, and decodes such a file's prompt and args only on demand (see
-scan_cache.py).
+loader also remembers across processes what it learnt from each file, so a
+new process rebuilds an unchanged file's tool without reading it and reads
+its prompt and args only on demand (see scan_cache.py).
 
 Not thread-safe: one loader per owner; the snapshots it returns may be read
 from any thread.
@@ -50,7 +51,7 @@ from registry_core.registry.scan_cache import (
 )
 from registry_core.registry.snapshot import Registry
 
-_Key = FileKey
+_Key = FileKey  # (device, inode, size, mtime_ns, ctime_ns)
 
 
 class _Entry(NamedTuple):
@@ -139,14 +140,20 @@ def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | Non
 
 
 class RegistryLoader:
-    """Builds :class:`Registry` snapshots for a list of tools directories."""
+    """Builds :class:`Registry` snapshots for a list of tools directories.
+
+    ``dirs`` defaults to ``$OLLIE_TOOLS_PATH`` from ``env``; ``facts_factory``
+    describes the host for each scan (a simulated one for "What if");
+    ``cache_dir`` is where the scan cache lives (``paths.scan_cache_dir``),
+    ``None`` for none.
+    """
 
     def __init__(
         self,
         dirs: Iterable[Path] | None = None,
         env: Mapping[str, str] | None = None,
         facts_factory: Callable[[], HostFacts] | None = None,
-        cache_dir: Path | None = None,
+        cache_dir: Path | str | None = None,
     ) -> None:
         environ = dict(os.environ) if env is None else dict(env)
         chosen = dirs if dirs is not None else paths.tools_path(environ)
@@ -156,7 +163,8 @@ class RegistryLoader:
         self._cache: dict[str, _Entry] = {}  # by path string: no Path built to look up
         self._facts: HostFacts | None = None
         self._current = Registry(dirs=self.dirs)
-        self._scan_cache = ScanCache(cache_file(cache_dir, self.dirs) if cache_dir else None)
+        file = cache_file(Path(cache_dir), self.dirs) if cache_dir is not None else None
+        self._scan_cache = ScanCache(file)
 
     @property
     def current(self) -> Registry:
