@@ -130,7 +130,11 @@ def _write_atomically(file: Path, data: bytes) -> None:
     file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(tmp, flags, 0o600)
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except FileExistsError:  # left by a process of this pid that died while writing
+        tmp.unlink()
+        fd = os.open(tmp, flags, 0o600)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

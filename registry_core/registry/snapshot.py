@@ -75,14 +75,22 @@ class Registry:
         return "\n".join(f"- {name}: {desc}" for name, desc in self.listing())
 
     def load(self, name: str) -> LoadedTool:
-        """The spec's ``tool_load``: full documentation and argument schema."""
+        """The spec's ``tool_load``: full documentation and argument schema.
+
+        Raises :class:`~registry_core.errors.ToolChangedError` when the tool's
+        ``.meta`` changed after this snapshot was taken (load a new one).
+        """
         tool = self.usable(name)
         return LoadedTool(tool.name, tool.description, tool.prompt, copy.deepcopy(dict(tool.args)))
 
     def function_definitions(
         self, names: Iterable[str] | None = None, style: FunctionFormat = FunctionFormat.PLAIN
     ) -> list[dict[str, Any]]:
-        """Function definitions for LLM tool calling (all available tools by default)."""
+        """Function definitions for LLM tool calling (all available tools by default).
+
+        Like :meth:`load`, raises ``ToolChangedError`` for a tool whose file changed
+        after this snapshot was taken.
+        """
         tools = self.available() if names is None else [self.usable(n) for n in names]
         out: list[dict[str, Any]] = []
         for tool in tools:

@@ -402,3 +402,15 @@ def test_check_never_trusts_the_cache(
     opened = reads(monkeypatch)
     assert main(["check", str(tools)], out=io.StringIO()) == 0
     assert {"plain.meta", "multi.meta"} <= set(opened)
+
+
+def test_a_temporary_file_left_by_a_dead_writer_does_not_block_saving(
+    settled: None, tools: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    file = cache_file(cache, [tools])
+    leftover = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    leftover.write_text("half a cache")
+    loader(tools, env, cache).load()
+    assert file.is_file() and not leftover.exists()
