@@ -12,22 +12,36 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from registry_core.cli import call_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
-from registry_core.errors import OllieError, ToolNotFoundError
+from registry_core.errors import OllieError, ToolChangedError, ToolNotFoundError
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.registry.serialize import registry_dump, tool_details, tool_summary
 
 EXIT_USAGE = 2
 
+T = TypeVar("T")
+
 
 def _registry(env: dict[str, str]) -> Registry:
     return RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env)).load()
+
+
+def _from_registry(env: dict[str, str], build: Callable[[Registry], T]) -> T:
+    """``build(registry)``; once more on a new snapshot if a file changed meanwhile.
+
+    Tools' prompts and args are read when first needed (scan cache): a file
+    edited between the scan and that read raises ToolChangedError.
+    """
+    try:
+        return build(_registry(env))
+    except ToolChangedError:
+        return build(_registry(env))
 
 
 def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
@@ -42,19 +56,20 @@ def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    registry = _registry(env)
-    tool = registry.get(args.name)
     if args.json:
-        json.dump(tool_details(tool), out, indent=2)
+        details = _from_registry(env, lambda r: tool_details(r.get(args.name)))
+        json.dump(details, out, indent=2)
         out.write("\n")
     else:
-        print(render.show_text(tool, getattr(out, "encoding", "utf-8")), file=out)
+        encoding = getattr(out, "encoding", "utf-8")
+        print(_from_registry(env, lambda r: render.show_text(r.get(args.name), encoding)), file=out)
     return 0
 
 
 def cmd_dump(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     """Every tool's details at once: what ``ollie-remote`` and the Tool Browser read."""
-    json.dump(registry_dump(_registry(env), socket.gethostname()), out, indent=2)
+    hostname = socket.gethostname()
+    json.dump(_from_registry(env, lambda r: registry_dump(r, hostname)), out, indent=2)
     out.write("\n")
     return 0
 

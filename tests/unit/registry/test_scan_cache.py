@@ -414,3 +414,29 @@ def test_a_temporary_file_left_by_a_dead_writer_does_not_block_saving(
     leftover.write_text("half a cache")
     loader(tools, env, cache).load()
     assert file.is_file() and not leftover.exists()
+
+
+def test_ollie_tools_show_and_dump_retry_once_on_a_newer_snapshot(
+    settled: None, tools: Path, env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from registry_core.cli import tools as tools_cli
+
+    cache = tmp_path / "cache"
+    loader(tools, env, cache).load()
+    stale = loader(tools, env, cache).load()
+    (tools / "plain.meta").write_text(json.dumps({**PLAIN, "prompt": "## plain, version 2"}))
+    snapshots = [stale]
+    monkeypatch.setattr(
+        tools_cli,
+        "_registry",
+        lambda _env: snapshots.pop() if snapshots else loader(tools, env, None).load(),
+    )
+    out = io.StringIO()
+    assert tools_cli.main(["show", "plain", "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["prompt"] == "## plain, version 2"
+
+    snapshots.append(stale)
+    out = io.StringIO()
+    assert tools_cli.main(["dump"], out=out) == 0
+    dumped = {t["name"]: t for t in json.loads(out.getvalue())["tools"]}
+    assert dumped["plain"]["prompt"] == "## plain, version 2"
