@@ -200,18 +200,19 @@ class ToolDocs:
         self._args = DEFAULT_ARGS if args is None else args
         self._source = None
 
-    @property
-    def prompt(self) -> str:
+    def _ensure_decoded(self) -> None:
         source = self._source
         if source is not None:
             self._decode(source)
+
+    @property
+    def prompt(self) -> str:
+        self._ensure_decoded()
         return self._prompt
 
     @property
     def args(self) -> JsonObject:
-        source = self._source
-        if source is not None:
-            self._decode(source)
+        self._ensure_decoded()
         return self._args
 
     def __eq__(self, other: object) -> bool:

@@ -347,35 +347,24 @@ def test_a_full_scan_keeps_what_it_met_and_a_refresh_adds_to_it(
 ) -> None:
     cache = tmp_path / "cache"
     file = cache_file(cache, [tools])
+
+    def kept() -> str:
+        return " ".join(
+            sorted(os.path.basename(p) for p in json.loads(file.read_text())["entries"])
+        )
+
     the_loader = loader(tools, env, cache)
     the_loader.load()
-    entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == [
-        "broken.meta",
-        "multi.meta",
-        "plain.meta",
-    ]
+    assert kept() == "broken.meta multi.meta plain.meta"
 
     (tools / "new.meta").write_text(json.dumps(PLAIN))
     the_loader.refresh([tools / "new.meta"])
-    entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == [
-        "broken.meta",
-        "multi.meta",
-        "new.meta",
-        "plain.meta",
-    ]
+    assert kept() == "broken.meta multi.meta new.meta plain.meta"
 
     (tools / "plain.meta").unlink()
     (tools / "other.meta").write_text(json.dumps(PLAIN))
     the_loader.load()
-    entries = json.loads(file.read_text())["entries"]
-    assert sorted(os.path.basename(p) for p in entries) == [
-        "broken.meta",
-        "multi.meta",
-        "new.meta",
-        "other.meta",
-    ]
+    assert kept() == "broken.meta multi.meta new.meta other.meta"
 
 
 def test_a_cache_that_cannot_be_written_costs_only_time(
