@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from typing import Any, TextIO
 
 from registry_core import paths
 from registry_core.cli.render import table
+from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import RemoteError
 from registry_core.remote.connect import Supervisor, disconnect
 from registry_core.remote.deploy import DEFAULT_REMOTE_PATH, Deployer, DeployResult, Method
@@ -270,18 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    stream = out or sys.stdout
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    env = dict(os.environ)
-    try:
-        code: int = args.func(args, env, stream)
-    except BrokenPipeError:
-        return 0
-    except (RemoteError, OSError) as exc:
-        print(f"ollie-remote: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    return code
+    return run_subcommand(build_parser(), argv, out, (RemoteError, OSError), EXIT_FAILED)
 
 
 def main_entry() -> None:

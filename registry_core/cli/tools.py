@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -18,7 +17,8 @@ from typing import TextIO, TypeVar
 
 from registry_core.cli import call_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
-from registry_core.errors import OllieError, ToolChangedError, ToolNotFoundError
+from registry_core.cli.subcommands import run_subcommand
+from registry_core.errors import OllieError, ToolChangedError
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.registry.serialize import registry_dump, tool_details, tool_summary
@@ -111,21 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    stream = out or sys.stdout
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    env = dict(os.environ)
-    try:
-        code: int = args.func(args, env, stream)
-    except ToolNotFoundError as exc:
-        print(f"ollie-tools: {exc}", file=sys.stderr)
-        return 1
-    except OllieError as exc:
-        print(f"ollie-tools: {exc}", file=sys.stderr)
-        return 1
-    except BrokenPipeError:
-        return 0
-    return code
+    return run_subcommand(build_parser(), argv, out, (OllieError,))
 
 
 def main_entry() -> None:

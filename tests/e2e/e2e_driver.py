@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness_procs import stop_process
+
 DEADLINE = 15.0
 """The longest a window, state or process wait polls, in seconds."""
 
@@ -244,19 +246,6 @@ def tray_icon(display: Display, pid: int) -> IconWindow | None:
 
 
 # --- processes ------------------------------------------------------------------------
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
-    """SIGTERM ``proc`` (by PID), wait up to ``timeout``, then SIGKILL; its exit status."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
-    return proc.returncode
 
 
 def _read(path: str) -> bytes:

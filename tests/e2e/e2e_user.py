@@ -125,20 +125,7 @@ def _first_line(proc: subprocess.Popen[bytes], what: str) -> str:
 
 
 def name_owned(user: SudoUser, env: Mapping[str, str], name: str) -> bool:
-    result = run_as(
-        user,
-        [
-            "dbus-send",
-            "--session",
-            "--print-reply=literal",
-            "--dest=org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.NameHasOwner",
-            f"string:{name}",
-        ],
-        env,
-    )
-    return result.returncode == 0 and result.stdout.split()[-1:] == ["true"]
+    return ds.owned(run_as(user, ds.name_has_owner_argv(name), env))
 
 
 @contextmanager

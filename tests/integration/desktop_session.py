@@ -289,25 +289,35 @@ def dbus_session(tmp_path: Path) -> Iterator[dict[str, str]]:
         yield env
 
 
+def name_has_owner_argv(name: str) -> list[str]:
+    """``dbus-send`` asking the session bus whether ``name`` has an owner."""
+    return [
+        "dbus-send",
+        "--session",
+        "--print-reply=literal",
+        "--dest=org.freedesktop.DBus",
+        "/org/freedesktop/DBus",
+        "org.freedesktop.DBus.NameHasOwner",
+        f"string:{name}",
+    ]
+
+
+def owned(result: subprocess.CompletedProcess[str]) -> bool:
+    """The answer of a finished :func:`name_has_owner_argv` command."""
+    return result.returncode == 0 and result.stdout.split()[-1:] == ["true"]
+
+
 def name_has_owner(env: Mapping[str, str], name: str) -> bool:
     """Whether ``name`` is owned on the bus of ``env``."""
     result = subprocess.run(
-        [
-            "dbus-send",
-            "--session",
-            "--print-reply=literal",
-            "--dest=org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.NameHasOwner",
-            f"string:{name}",
-        ],
+        name_has_owner_argv(name),
         env=dict(env),
         capture_output=True,
         text=True,
         timeout=DEADLINE,
         check=False,
     )
-    return result.returncode == 0 and result.stdout.split()[-1:] == ["true"]
+    return owned(result)
 
 
 # --- X ----------------------------------------------------------------------------------

@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from local_users import python_for
+from harness_procs import stop_process
+from local_users import install_dropin, python_for
 
 from registry_core.paths import resources_dir
 
@@ -137,18 +138,6 @@ def with_parent(argv: list[str]) -> list[str]:
     if shutil.which("setpriv"):
         return ["setpriv", "--pdeathsig", "TERM", "--", *argv]
     return argv
-
-
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
-    """SIGTERM by pid, wait, SIGKILL if it does not end."""
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
 
 
 @dataclass
@@ -354,20 +343,6 @@ def _sudoers(user: str) -> str:
     )
 
 
-def _install_dropin(text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix="ollie-sudoers-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o440)
-        run(["visudo", "-cf", tmp])
-        shutil.copyfile(tmp, DROPIN)
-        os.chmod(DROPIN, 0o440)
-        run(["visudo", "-c"])
-    finally:
-        os.unlink(tmp)
-
-
 _SSHD_CONFIG = """\
 ListenAddress 127.0.0.1
 PidFile {pidfile}
@@ -472,7 +447,7 @@ def create_world(local: Path) -> World:
         public_key = _local_side(world)
         _build_runtime(world)
         _user_files(world, public_key)
-        _install_dropin(_sudoers(USER))
+        install_dropin(DROPIN, _sudoers(USER))
         _start_sshd(world)
     except BaseException:
         remove_world(world)

@@ -10,7 +10,6 @@ where that fails.
 from __future__ import annotations
 
 import json
-import os
 import platform
 import shutil
 import socket
@@ -28,7 +27,7 @@ from registry_core.paths import resources_dir
 from registry_core.registry import RegistryLoader
 from registry_core.sandbox import abi_version, load_profile
 
-pytestmark = pytest.mark.realstack
+pytestmark = [pytest.mark.realstack, pytest.mark.usefixtures("landlock_abi")]
 
 ABI = abi_version()
 EXAMPLES = resources_dir() / "examples" / "tools"
@@ -60,14 +59,6 @@ for port in json.load(sys.stdin)["ports"]:
         sock.close()
 print(json.dumps(result))
 """
-
-
-@pytest.fixture(autouse=True)
-def _require_landlock() -> None:
-    if ABI < 1:
-        if os.environ.get("CI") == "true":
-            pytest.fail("this kernel offers no Landlock, but CI must test it for real")
-        pytest.skip("this kernel offers no Landlock")
 
 
 class Stack:

@@ -30,13 +30,13 @@ import dataclasses
 import os
 import re
 import shutil
-import signal
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from harness_procs import stop_process
 
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import Kind
@@ -76,16 +76,6 @@ def require(*programs: str) -> None:
     pytest.skip(reason)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def _ready(number: int) -> bool:
     if not os.path.exists(f"/tmp/.X11-unix/X{number}"):
         return False
@@ -114,7 +104,7 @@ def _start_xvfb(number: int, log: Path) -> subprocess.Popen[bytes] | None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(0.05)  # a bounded poll interval, not a guess at how long startup takes
         deadline -= 0.05
-    _stop(proc)
+    stop_process(proc, 5)
     pytest.fail(f"Xvfb :{number} did not come up: {log.read_text()[-2000:]}")
 
 
@@ -133,7 +123,7 @@ def display(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield f":{number}"
     finally:
-        _stop(proc)
+        stop_process(proc, 5)
 
 
 @pytest.fixture(scope="module")

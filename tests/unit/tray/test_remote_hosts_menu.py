@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QProcess
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
+from tray_actions import recorder, recording_actions
 
 from ollie_tray.remote_hosts import RemoteHosts
 from ollie_tray.tray import TrayActions, TrayIcon
@@ -39,18 +39,9 @@ while True:
 
 
 def actions(calls: list[tuple[str, Any]], hosts: list[tuple[str, str]]) -> TrayActions:
-    def rec(name: str) -> Callable[..., None]:
-        return lambda *a: calls.append((name, a))
-
-    return TrayActions(
-        open_request=rec("open"),
-        tool_browser=rec("browser"),
-        policies=rec("policies"),
-        audit_log=rec("audit"),
-        set_paused=rec("paused"),
-        set_autostart=rec("autostart"),
-        autostart_enabled=lambda: False,
-        quit=rec("quit"),
+    rec = recorder(calls)
+    return recording_actions(
+        calls,
         remote_hosts=lambda: list(hosts),
         connect_remote=rec("connect"),
         disconnect_remote=rec("disconnect"),

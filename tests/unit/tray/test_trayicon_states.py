@@ -7,27 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtWidgets import QApplication
+from tray_actions import recording_actions
 
 from ollie_tray.icons import TrayState, icon_path, state_icon
-from ollie_tray.tray import TrayActions, TrayIcon, tooltip_text
+from ollie_tray.tray import TrayIcon, tooltip_text
 from registry_core.elevation.core import Pending
 from registry_core.elevation.prompter import ApprovalRequest
-
-
-def make_actions(calls: list[tuple[str, Any]]) -> TrayActions:
-    def rec(name: str) -> Callable[..., None]:
-        return lambda *a: calls.append((name, a))
-
-    return TrayActions(
-        open_request=rec("open"),
-        tool_browser=rec("browser"),
-        policies=rec("policies"),
-        audit_log=rec("audit"),
-        set_paused=rec("paused"),
-        set_autostart=rec("autostart"),
-        autostart_enabled=lambda: False,
-        quit=rec("quit"),
-    )
 
 
 def test_every_state_has_its_own_icon_file() -> None:
@@ -53,7 +38,7 @@ def test_menu_lists_pending_requests_and_actions(
     qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
 ) -> None:
     calls: list[tuple[str, Any]] = []
-    tray = TrayIcon(make_actions(calls))
+    tray = TrayIcon(recording_actions(calls))
     assert tray.state is TrayState.IDLE
     texts = tray.action_texts()
     for entry in ("Tool &Browser…", "&Policies…", "&Audit log…", "&Quit"):
@@ -76,7 +61,7 @@ def test_menu_lists_pending_requests_and_actions(
 
 def test_pause_toggle_changes_state_and_reports(qapp: QApplication) -> None:
     calls: list[tuple[str, Any]] = []
-    tray = TrayIcon(make_actions(calls))
+    tray = TrayIcon(recording_actions(calls))
     pause = next(a for a in tray.menu.actions() if "Pause" in a.text())
     pause.trigger()
     assert ("paused", (True,)) in calls
@@ -85,7 +70,7 @@ def test_pause_toggle_changes_state_and_reports(qapp: QApplication) -> None:
 
 
 def test_error_state_sticks(qapp: QApplication) -> None:
-    tray = TrayIcon(make_actions([]))
+    tray = TrayIcon(recording_actions([]))
     tray.set_error("cannot bind /run/x.sock")
     tray.set_pending([])
     assert tray.state is TrayState.ERROR
