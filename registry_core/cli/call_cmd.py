@@ -75,7 +75,11 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     except ElevationDeniedError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_DENIED
-    except (ToolNotFoundError, ToolUnavailableError, SandboxError) as exc:
+    except ToolNotFoundError as exc:
+        # Refused before anything ran, like a denial: an agent reads 77 as "not allowed".
+        print(f"unknown tool: {exc}", file=sys.stderr)
+        return EXIT_DENIED
+    except (ToolUnavailableError, SandboxError) as exc:
         print(f"ollie-tools call: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -34,7 +34,12 @@ from registry_core.dispatch.gate import (
 from registry_core.dispatch.output import content_blocks, decode
 from registry_core.dispatch.process import OUTPUT_LIMIT, ProcessResult, run_process
 from registry_core.dispatch.result import CallResult
-from registry_core.errors import ArgumentsError, ExecutableError, ToolChangedError
+from registry_core.errors import (
+    ArgumentsError,
+    ElevationDeniedError,
+    ExecutableError,
+    ToolChangedError,
+)
 from registry_core.registry import Registry, Tool
 from registry_core.registry.hostfacts import is_executable_file
 from registry_core.registry.jsonpos import format_path
@@ -319,7 +324,10 @@ class Dispatcher:
             auth_failed = b"incorrect password attempt" in result.stderr or (
                 result.exit_code == 1 and b"a password is required" in result.stderr
             )
-            self.gate.report_sudo(grant.grant, result.exit_code, auth_failed)
+            refused = self.gate.report_sudo(grant.grant, result.exit_code, auth_failed)
+            if refused is not None:
+                # The credential gate said no: sudo never ran the tool.
+                raise ElevationDeniedError(refused)
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True, sudo=True)
 
 

@@ -40,8 +40,12 @@ class ElevationGate(Protocol):
         """Approve or raise ElevationDeniedError."""
         ...
 
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
-        """Tell the broker how a sudo run with ``grant`` ended."""
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
+        """Tell the broker how a sudo run with ``grant`` ended.
+
+        Returns why the credential gate refused the grant (password cancelled,
+        attempts exhausted, ...) when it did, so the tool never ran; else ``None``.
+        """
         ...
 
 
@@ -54,7 +58,7 @@ class RefusingGate:
     def authorize(self, request: ElevationRequest) -> Authorization:
         raise ElevationDeniedError(self.reason)
 
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
         return None
 
 

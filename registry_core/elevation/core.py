@@ -23,7 +23,12 @@ from dataclasses import dataclass, field
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
-from registry_core.elevation.grants import GrantBook, GrantRefused
+from registry_core.elevation.grants import (
+    PASSWORD_ATTEMPTS_EXHAUSTED,
+    PASSWORD_CANCELLED,
+    GrantBook,
+    GrantRefused,
+)
 from registry_core.elevation.identity import Requester, parent_chain
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import (
@@ -294,30 +299,44 @@ class Broker:
                 async with asyncio.timeout(grant.approval.timeout):
                     answer = await self.prompter.ask_password(question)
         except TimeoutError:
-            self.grants.finish(req.grant)
             reason = f"no password within {grant.approval.timeout:g} s"
-            return self._refuse_password(req.id, reason, m.DecidedBy.TIMEOUT)
+            return self._refuse_password(req, reason, m.DecidedBy.TIMEOUT)
         except asyncio.CancelledError:
             self.grants.finish(req.grant)
             raise
         except Exception as exc:
-            self.grants.finish(req.grant)
-            return self._refuse_password(
-                req.id, f"front-end failed: {exc}", m.DecidedBy.NO_FRONT_END
-            )
+            return self._refuse_password(req, f"front-end failed: {exc}", m.DecidedBy.NO_FRONT_END)
         if answer.password is None:
-            self.grants.finish(req.grant)
-            return self._refuse_password(req.id, "password entry cancelled", m.DecidedBy.USER)
+            return self._refuse_password(req, PASSWORD_CANCELLED, m.DecidedBy.USER)
         return m.PasswordReply(id=req.id, password=answer.password)
 
     def _refuse_password(
-        self, request_id: m.RequestId, reason: str, by: m.DecidedBy
+        self, req: m.AskpassRequest, reason: str, by: m.DecidedBy
     ) -> m.DecisionReply:
-        return m.DecisionReply(id=request_id, decision=m.Decision.DENY, reason=reason, by=by)
+        grant = self.grants.finish(req.grant)
+        if grant is not None:
+            grant.refused = reason
+        return m.DecisionReply(id=req.id, decision=m.Decision.DENY, reason=reason, by=by)
 
-    def sudo_result(self, req: m.SudoResultRequest) -> m.AckReply:
-        self.grants.finish(req.grant)
-        return m.AckReply(id=req.id)
+    def sudo_result(self, req: m.SudoResultRequest) -> m.AckReply | m.DecisionReply:
+        """Finish the grant; a ``deny`` reply when the credential gate refused it.
+
+        sudo exits 1 both when its tool fails and when no password got through;
+        the dispatcher cannot tell them apart, the broker can: a cancelled or
+        timed-out password, or wrong passwords until sudo gave up (``auth_failed``
+        after at least one password was handed out), mean the tool never ran.
+        """
+        grant = self.grants.finish(req.grant)
+        if grant is None or req.exit_code == 0:
+            return m.AckReply(id=req.id)
+        reason = grant.refused
+        if reason is None and req.auth_failed and grant.attempts > 0:
+            reason = PASSWORD_ATTEMPTS_EXHAUSTED
+        if reason is None:
+            return m.AckReply(id=req.id)
+        return m.DecisionReply(
+            id=req.id, decision=m.Decision.DENY, reason=reason, by=m.DecidedBy.USER
+        )
 
     def status(self, req: m.StatusRequest) -> m.StatusReply:
         return m.StatusReply(

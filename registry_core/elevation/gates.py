@@ -59,9 +59,15 @@ class BrokerGate:
             env[GRANT_ENV] = reply.grant
         return Authorization(reason=reply.reason, grant=reply.grant, env=env)
 
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
-        with contextlib.suppress(BrokerUnavailableError), BrokerClient(self.path) as client:
-            client.sudo_result(grant, exit_code, auth_failed)
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
+        try:
+            with BrokerClient(self.path) as client:
+                reply = client.sudo_result(grant, exit_code, auth_failed)
+        except BrokerUnavailableError:
+            return None
+        if isinstance(reply, m.DecisionReply) and reply.decision is not m.Decision.ALLOW:
+            return reply.reason
+        return None
 
 
 class InProcessBroker:
@@ -152,9 +158,10 @@ class LazyGate:
     def authorize(self, request: ElevationRequest) -> Authorization:
         return self._chosen().authorize(request)
 
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> None:
-        if self._gate is not None:
-            self._gate.report_sudo(grant, exit_code, auth_failed)
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
+        if self._gate is None:
+            return None
+        return self._gate.report_sudo(grant, exit_code, auth_failed)
 
     def close(self) -> None:
         if isinstance(self._gate, InProcessGate):

@@ -20,6 +20,10 @@ from registry_core.elevation.prompter import ApprovalRequest
 GRANT_LIFETIME = 300.0
 MAX_ATTEMPTS = 3
 
+# The credential gate's refusals, as the requester reads them (one stderr line, exit 77).
+PASSWORD_CANCELLED = "password entry cancelled"  # noqa: S105 - a message, not a secret
+PASSWORD_ATTEMPTS_EXHAUSTED = "wrong password, no attempts left"  # noqa: S105
+
 
 @dataclass
 class Grant:
@@ -30,6 +34,9 @@ class Grant:
     expires: float
     attempts: int = 0
     finished: bool = False
+    # Why the credential gate refused this grant (cancelled, timed out, ...), if it did:
+    # the dispatcher learns it from the reply to ``sudo_result`` and exits 77.
+    refused: str | None = None
 
 
 class GrantRefused(Exception):

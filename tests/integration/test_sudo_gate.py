@@ -107,10 +107,22 @@ def test_wrong_then_right_password_shows_the_retry(
 def test_cancelled_password_is_a_denial(user: SudoUser, dirs: UserDirs, start_broker: Any) -> None:
     broker = start_broker({"approvals": [APPROVE], "passwords": [None]})
     result = dirs.call("whoami_root")
-    assert result.returncode != 0
+    # A refusal, not a failure: 77 and one line saying which (sudo's own chatter is not shown).
+    assert result.returncode == DENIED
     assert result.stdout == ""  # the tool never ran
-    assert "ollie-askpass: password entry cancelled" in result.stderr
+    assert result.stderr == "elevation denied: password entry cancelled\n"
     assert len(broker.of_type("password")) == 1  # the grant died with the cancel
+
+
+def test_three_wrong_passwords_are_a_refusal(
+    user: SudoUser, dirs: UserDirs, start_broker: Any
+) -> None:
+    broker = start_broker({"approvals": [APPROVE], "passwords": ["wrong-1", "wrong-2", "wrong-3"]})
+    result = dirs.call("whoami_root")
+    assert result.returncode == DENIED
+    assert result.stdout == ""
+    assert result.stderr == "elevation denied: wrong password, no attempts left\n"
+    assert len(broker.of_type("password")) == 3
 
 
 def test_denied_at_the_elevation_gate_never_reaches_the_credential_gate(

@@ -179,9 +179,9 @@ def test_timeout_must_be_positive(cli: Cli, capsys: pytest.CaptureFixture[str], 
     assert "--timeout must be positive" in capsys.readouterr().err
 
 
-def test_unknown_tool(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.run("call", "ghost") == (1, "")
-    assert "no tool named 'ghost'" in capsys.readouterr().err
+def test_unknown_tool_is_a_refusal(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.run("call", "ghost") == (77, "")
+    assert capsys.readouterr().err == "unknown tool: no tool named 'ghost'\n"
 
 
 def test_bad_profile_never_runs_the_tool(cli: Cli, capsys: pytest.CaptureFixture[str]) -> None:

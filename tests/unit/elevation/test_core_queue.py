@@ -16,6 +16,7 @@ import pytest
 from core_helpers import HOST, FakePrompter, Setup, askpass, decide, run, sudo_request
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.grants import PASSWORD_ATTEMPTS_EXHAUSTED, PASSWORD_CANCELLED
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import file_sha256
 from registry_core.elevation.prompter import Approval, Remember
@@ -294,3 +295,52 @@ def test_shutdown_withdraws_grants(setup: Setup) -> None:
 
     assert run(go).error_code is m.ErrorCode.NO_GRANT
     assert prompter.password_asks == []
+
+
+# --- refusals at the credential gate reach the requester (exit 77) -----------------------
+
+
+def _sudo_run(
+    setup: Setup, passwords: list[str | None], exit_code: int, auth_failed: bool, asks: int
+) -> m.Reply:
+    """Approve a sudo request, hand out ``asks`` passwords, then report how sudo ended."""
+    prompter = FakePrompter([Approval(True)], passwords)
+    broker = setup.broker(prompter)
+
+    async def go() -> m.Reply:
+        decision = await broker.elevate(sudo_request(setup), setup.requester)
+        assert decision.grant is not None
+        for attempt in range(1, asks + 1):
+            await broker.askpass(askpass(1 + attempt, decision.grant, attempt), setup.requester)
+        return broker.sudo_result(
+            m.SudoResultRequest(
+                id=9, grant=decision.grant, exit_code=exit_code, auth_failed=auth_failed
+            )
+        )
+
+    return run(go)
+
+
+def test_sudo_result_of_a_cancelled_password_says_so(setup: Setup) -> None:
+    reply = _sudo_run(setup, [None], exit_code=1, auth_failed=False, asks=1)
+    assert isinstance(reply, m.DecisionReply)
+    assert (reply.id, reply.decision, reply.reason) == (9, m.Decision.DENY, PASSWORD_CANCELLED)
+    assert reply.grant is None
+
+
+def test_sudo_result_after_the_last_wrong_password_says_so(setup: Setup) -> None:
+    reply = _sudo_run(setup, ["a", "b", "c"], exit_code=1, auth_failed=True, asks=3)
+    assert isinstance(reply, m.DecisionReply)
+    assert (reply.decision, reply.reason) == (m.Decision.DENY, PASSWORD_ATTEMPTS_EXHAUSTED)
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "auth_failed", "asks"),
+    [(1, False, 1), (0, False, 1), (3, True, 0), (1, True, 0)],
+    ids=["tool-failed", "ok", "nopasswd-claims-auth", "no-password-asked"],
+)
+def test_sudo_result_of_a_run_the_gate_let_through_is_an_ack(
+    setup: Setup, exit_code: int, auth_failed: bool, asks: int
+) -> None:
+    reply = _sudo_run(setup, ["pw"], exit_code=exit_code, auth_failed=auth_failed, asks=asks)
+    assert isinstance(reply, m.AckReply)
