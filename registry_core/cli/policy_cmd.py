@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 DEFAULT_TAIL = 20
+FORCE_HELP = "remember the rule even if no tool of that name is known here (says so)"
 ALLOW_CHOICES = (Remember.MINUTES_15.value, Remember.HOUR.value, Remember.ALWAYS.value)
 
 
@@ -99,12 +100,41 @@ def cmd_policy_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) 
     return 0
 
 
+def known_tool(env: dict[str, str], name: str, *, force: bool) -> bool:
+    """Whether the registry knows ``name`` (in any state: available, hidden, broken).
+
+    ``allow`` and ``deny`` both ask this first: a rule for a tool nobody has is
+    almost always a typo, so it is refused (:class:`PolicyError`) unless
+    ``force``, and then the person is told the tool is unknown.
+    """
+    from registry_core.registry import RegistryLoader
+    from registry_core.registry.meta import TOOL_NAME_RE
+
+    if not TOOL_NAME_RE.fullmatch(name):
+        raise PolicyError(f"{name!r} is not a valid tool name ([A-Za-z0-9_.-], no leading '.')")
+    loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
+    if name in loader.load():
+        return True
+    where = ":".join(str(d) for d in tools_path(env))
+    if not force:
+        raise PolicyError(
+            f"no tool named {name!r} in {where} (add --force to remember a rule for it anyway)"
+        )
+    _warn(f"no tool named {name!r} in {where}: remembering the rule for an unknown tool")
+    return False
+
+
 def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     from registry_core.elevation.policies import Policy, file_sha256
     from registry_core.elevation.policy_file import DURATIONS
     from registry_core.registry import RegistryLoader
 
     try:
+        if not known_tool(env, args.tool, force=args.force):
+            raise PolicyError(
+                f"an allow is bound to the tool's executable and its sha256: "
+                f"{args.tool!r} has none here"
+            )
         loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
         tool = loader.load().usable(args.tool)
         if tool.executable is None:
@@ -138,9 +168,10 @@ def cmd_policy_deny(args: argparse.Namespace, env: dict[str, str], out: TextIO) 
     from registry_core.elevation.policies import Policy
 
     kinds = [Kind(args.kind)] if args.kind else list(Kind)
-    store = _store(env)
     now = time.time()
     try:
+        known_tool(env, args.tool, force=args.force)
+        store = _store(env)
         for kind in kinds:
             policy = Policy(
                 tool=args.tool,
@@ -233,12 +264,14 @@ def register(sub: Any) -> None:
     q.add_argument("--kind", choices=kinds, help="default: sudo for sudo tools, else sandbox")
     q.add_argument("--for", dest="duration", choices=ALLOW_CHOICES, default="always")
     q.add_argument("--host", help="host the policy is for (default: this host)")
+    q.add_argument("--force", action="store_true", help=FORCE_HELP)
     q.set_defaults(func=cmd_policy_allow)
 
     q = inner.add_parser("deny", help="always deny a tool's elevation")
     q.add_argument("tool")
     q.add_argument("--kind", choices=kinds, help="default: both sandbox and sudo")
     q.add_argument("--host", help="host the policy is for (default: this host)")
+    q.add_argument("--force", action="store_true", help=FORCE_HELP)
     q.set_defaults(func=cmd_policy_deny)
 
     q = inner.add_parser("revoke", help="forget remembered policies")

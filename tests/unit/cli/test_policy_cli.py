@@ -159,12 +159,27 @@ def test_usage_errors_exit_2(env: dict[str, str], capsys: pytest.CaptureFixture[
         assert "either TOOL" in err
 
 
-def test_deny_needs_no_registry_tool_and_covers_both_kinds(
+@pytest.mark.parametrize("verb", ["allow", "deny"])
+def test_a_rule_for_an_unknown_tool_is_refused_the_same_way(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], verb: str
+) -> None:
+    code, out, err = run(["policy", verb, "unknown-tool"], env, capsys)
+    assert (code, out) == (1, "")
+    assert err == (
+        f"ollie-tools policy {verb}: no tool named 'unknown-tool' in {env['OLLIE_TOOLS_PATH']}"
+        " (add --force to remember a rule for it anyway)\n"
+    )
+    assert listed(env, capsys) == []
+
+
+def test_forced_deny_of_an_unknown_tool_says_it_is_unknown_and_covers_both_kinds(
     env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(["policy", "deny", "unknown-tool"], env, capsys)
+    code, out, err = run(["policy", "deny", "unknown-tool", "--force"], env, capsys)
     assert code == 0
     assert out.count("remembered: deny unknown-tool") == 2
+    assert "warning: no tool named 'unknown-tool'" in err
+    assert "unknown tool" in err
     run(["policy", "deny", "greet", "--kind", "sudo", "--host", "h"], env, capsys)
     got = [(e["tool"], e["kind"], e["decision"], e["remember"]) for e in listed(env, capsys)]
     assert got == [
@@ -177,6 +192,23 @@ def test_deny_needs_no_registry_tool_and_covers_both_kinds(
     _, text, _ = run(["policy", "list"], env, capsys)
     assert "any executable" in text
     assert "never" in text
+
+
+def test_forced_allow_of_an_unknown_tool_still_needs_an_executable(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["policy", "allow", "unknown-tool", "--force"], env, capsys)
+    assert code == 1
+    assert "warning: no tool named 'unknown-tool'" in err
+    assert "bound to the tool's executable" in err
+    assert listed(env, capsys) == []
+
+
+def test_deny_of_a_hidden_tool_needs_no_force(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["policy", "deny", "nowhere"], env, capsys)
+    assert (code, err) == (0, "")
 
 
 def test_deny_rejects_bad_names(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -200,7 +232,7 @@ def test_revoke(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_revoke_all(env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    run(["policy", "deny", "a"], env, capsys)
+    run(["policy", "deny", "greet"], env, capsys)
     assert run(["policy", "revoke", "--all"], env, capsys)[:2] == (0, "revoked 2 policies\n")
     code, _, err = run(["policy", "revoke", "--all"], env, capsys)
     assert code == 1
