@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
 from ollie_tray import autostart
 from ollie_tray.icons import icon
+from ollie_tray.keyring_consent import KeyringConsent, consent_file
 from ollie_tray.notify import Notifier
 from ollie_tray.prompter import PrompterSettings, QtPrompter
 from ollie_tray.remote_hosts import RemoteHosts
@@ -83,6 +84,7 @@ class TrayApp:
         self.vault = PasswordVault()
         self.prompter = QtPrompter(
             vault=self.vault,
+            consent=KeyringConsent(consent_file(env)),
             settings=PrompterSettings(options.countdown_s, options.arm_delay_ms),
             on_dialog=self._dialog_changed,
         )

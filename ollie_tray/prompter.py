@@ -9,7 +9,9 @@ dialog appears are answered "deny" as soon as their turn comes.
 
 Keyring: with the user's consent the sudo password is kept in the Secret
 Service and used for the first attempt of a later, already approved request;
-a stored password that sudo rejects is deleted and the person asked.
+a stored password that sudo rejects is deleted and the person asked.  Without
+a recorded consent for that user@host (:mod:`ollie_tray.keyring_consent`) the
+keyring is never touched, not even probed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from PySide6.QtWidgets import QDialog
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.password import PasswordDialog
+from ollie_tray.keyring_consent import KeyringConsent
 from ollie_tray.secrets import PasswordVault
 from registry_core.elevation.prompter import (
     Approval,
@@ -53,6 +56,7 @@ class PrompterSettings:
 @dataclass
 class QtPrompter:
     vault: PasswordVault | None = None
+    consent: KeyringConsent | None = None
     settings: PrompterSettings = field(default_factory=PrompterSettings)
     on_dialog: Callable[[QDialog | None], None] | None = None
     _denied_early: set[str] = field(default_factory=set)
@@ -130,14 +134,19 @@ class QtPrompter:
     async def ask_password(self, request: PasswordRequest) -> PasswordAnswer:
         grant_key = request.approval.id
         source = self._sources.setdefault(grant_key, _PasswordSource())
-        vault = self.vault
+        user, host = request.user, request.approval.host
         local = not request.approval.remote
+        # The keyring is touched (even probed) only for a user@host the person ticked
+        # "Remember in keyring" for before: asking a Secret Service can raise unlock or
+        # "new keyring" prompts of its own, seconds late (keyring_consent.py).
+        consent = self.consent is not None and local and self.consent.granted(user, host)
+        vault = self.vault if consent else None
         if request.retry and vault is not None and (source.from_keyring or source.store_requested):
             # sudo rejected what we stored (or what the user asked us to store).
-            await vault.delete_async(request.user, request.approval.host)
-        keyring_ok = vault is not None and await vault.available_async()
-        if not request.retry and vault is not None and local and keyring_ok:
-            stored = await vault.get_async(request.user, request.approval.host)
+            await vault.delete_async(user, host)
+        keyring_ok = True if vault is None else await vault.available_async()
+        if not request.retry and vault is not None and keyring_ok:
+            stored = await vault.get_async(user, host)
             if stored is not None:
                 source.from_keyring = True
                 return PasswordAnswer(stored)
@@ -146,9 +155,22 @@ class QtPrompter:
         result = await self._wait(dialog, request.id, "submitted")
         assert isinstance(result, PasswordAnswer)
         source.store_requested = result.store_in_keyring and result.password is not None
-        if source.store_requested and vault is not None and result.password is not None:
-            await vault.store_async(request.user, request.approval.host, result.password)
+        if result.password is not None:
+            await self._remember(user, host, result.password, result.store_in_keyring, consent)
         return result
+
+    async def _remember(
+        self, user: str, host: str, password: str, store: bool, had_consent: bool
+    ) -> None:
+        """Keep the password (and the consent) when ticked; unticked, forget the consent."""
+        if self.consent is None or self.vault is None:
+            return
+        if store:
+            if await self.vault.store_async(user, host, password):
+                self.consent.grant(user, host)
+        elif had_consent:
+            # The box was left unticked this time: no more keyring use for user@host.
+            self.consent.revoke(user, host)
 
     def request_decided(self, request_id: str, approved: bool, by: str) -> None:
         self._denied_early.discard(request_id)

@@ -121,7 +121,8 @@ class PasswordDialog(QDialog):
         self._keyring.setChecked(False)
         if keyring_available:
             self._keyring.setToolTip(
-                "Stored in your desktop keyring; used only for requests you already approved"
+                "Stored in your desktop keyring (which may ask to be unlocked); used only for "
+                "requests you already approved. Until you tick this, the keyring is never asked."
             )
         else:
             self._keyring.setEnabled(False)

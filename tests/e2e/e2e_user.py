@@ -130,11 +130,14 @@ def name_owned(user: SudoUser, env: Mapping[str, str], name: str) -> bool:
 
 @contextmanager
 def user_session(
-    user: SudoUser, root: Path, env: Mapping[str, str], logs: Path
+    user: SudoUser, root: Path, env: Mapping[str, str], logs: Path, *, unlock: bool = True
 ) -> Iterator[dict[str, str]]:
     """A D-Bus session bus and an unlocked gnome-keyring, both as ``user``.
 
     ``root`` is a directory of the user's; ``env`` its HOME/XDG environment.
+    With ``unlock=False`` the keyring starts without a login collection, as on a
+    desktop that never used one: any use of it would need a ``Prompt``
+    ("choose a password for the new keyring").
     Yields ``env`` plus ``DBUS_SESSION_BUS_ADDRESS``."""
     bus_dir = root / "bus"
     bus_dir.mkdir(mode=0o755)
@@ -169,7 +172,12 @@ def user_session(
         with open(logs / "user-keyring.log", "wb") as log:
             keyring = popen_as(
                 user,
-                ["gnome-keyring-daemon", "--foreground", "--unlock", "--components=secrets"],
+                [
+                    "gnome-keyring-daemon",
+                    "--foreground",
+                    *(["--unlock"] if unlock else []),
+                    "--components=secrets",
+                ],
                 out,
                 root,
                 stdin=subprocess.PIPE,
@@ -178,7 +186,8 @@ def user_session(
             )
         stack.callback(stop_process, keyring)
         assert keyring.stdin is not None
-        keyring.stdin.write(b"e2e-keyring-password")
+        if unlock:
+            keyring.stdin.write(b"e2e-keyring-password")
         keyring.stdin.close()
         wait_for(
             lambda: keyring.poll() is not None or name_owned(user, out, ds.SECRETS),

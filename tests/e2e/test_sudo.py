@@ -42,7 +42,8 @@ from e2e_driver import (
     texts_of,
 )
 from e2e_harness import E2E
-from e2e_user import prepare_tray_runtime, run_as, user_session
+from e2e_user import popen_as, prepare_tray_runtime, run_as, user_session
+from harness_procs import stop_process
 from sudo_user import SudoUser, UserDirs
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
@@ -125,7 +126,9 @@ def files_exposing(needle: bytes, roots: list[Path], since: float) -> list[str]:
 class UserDesktop:
     """One test's user-side setup: directories, session bus + keyring, the tray."""
 
-    def __init__(self, e2e: E2E, user: SudoUser, name: str, stack: Any) -> None:
+    def __init__(
+        self, e2e: E2E, user: SudoUser, name: str, stack: Any, *, unlock: bool = True
+    ) -> None:
         self.e2e = e2e
         self.user = user
         self.dirs = UserDirs(user, name)
@@ -134,7 +137,9 @@ class UserDesktop:
         os.chown(report, user.uid, user.gid)
         # The marker makes the bus and the keyring part of the leak check too.
         env = {**self.dirs.env(), MARKER_VAR: e2e.marker}
-        self.session_env = stack.enter_context(user_session(user, self.dirs.root, env, e2e.tmp))
+        self.session_env = stack.enter_context(
+            user_session(user, self.dirs.root, env, e2e.tmp, unlock=unlock)
+        )
         self.tray = e2e.start_tray(
             user=user,
             argv=[str(user.bin / "ollie-tray")],
@@ -284,3 +289,97 @@ def finished_without(call: AgentCall, e2e: E2E, *titles: str) -> None:
         if time.monotonic() > deadline:
             raise E2EError(f"{call.argv} did not finish")
         time.sleep(POLL)
+
+
+# --- no keyring without consent; a cancelled password is a refusal (77) -----------------
+
+SECRET_INTERFACES = (
+    "org.freedesktop.Secret.Service",
+    "org.freedesktop.Secret.Collection",
+    "org.freedesktop.Secret.Item",
+    "org.freedesktop.Secret.Prompt",
+    "org.freedesktop.Secret.Session",
+)
+
+
+class SecretServiceMonitor:
+    """``dbus-monitor``, as the user, on the user's private session bus: Secret Service calls."""
+
+    def __init__(self, desktop: UserDesktop) -> None:
+        self.log = desktop.dirs.root / "secret-service-monitor.log"
+        rules = [f"interface={name}" for name in SECRET_INTERFACES]
+        rules.append("interface=org.freedesktop.DBus.Peer")  # our own readiness ping
+        env = desktop.session_env
+        with open(self.log, "wb") as out:
+            self.proc = popen_as(
+                desktop.user,
+                ["dbus-monitor", "--address", env["DBUS_SESSION_BUS_ADDRESS"], *rules],
+                env,
+                desktop.dirs.root,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + 30
+        while "org.freedesktop.DBus.Peer" not in self.text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise E2EError(f"dbus-monitor did not start: {self.text()}")
+            run_as(
+                desktop.user,
+                [
+                    "dbus-send",
+                    "--session",
+                    "--dest=org.freedesktop.DBus",
+                    "/",
+                    "org.freedesktop.DBus.Peer.Ping",
+                ],
+                env,
+            )
+            time.sleep(POLL)
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def stop(self) -> str:
+        stop_process(self.proc)
+        return self.text()
+
+
+@pytest.fixture
+def keyring_never_used(
+    e2e: E2E, account: SudoUser, request: pytest.FixtureRequest
+) -> Iterator[UserDesktop]:
+    """A desktop whose keyring has no login collection yet (any use needs a Prompt)."""
+    with ExitStack() as stack:
+        setup = UserDesktop(e2e, account, f"e2e-{request.node.name[:36]}", stack, unlock=False)
+        try:
+            yield setup
+        finally:
+            for call in e2e.calls:
+                call.stop()
+            setup.tray.stop()
+
+
+def test_no_keyring_without_consent_and_a_cancelled_password_exits_77(
+    keyring_never_used: UserDesktop, e2e: E2E
+) -> None:
+    desktop = keyring_never_used
+    monitor = SecretServiceMonitor(desktop)
+    try:
+        call = desktop.call()
+        desktop.approve()
+        window = e2e.display.wait_window(PASSWORD)
+        desktop.tray.wait_state(
+            lambda s: find_window(s, "PasswordDialog") is not None, "the password dialog"
+        )
+        e2e.display.key(window, "Escape")
+        result = call.result(timeout=30)
+    finally:
+        traffic = monitor.stop()
+    assert result.returncode == 77, result
+    assert result.stdout == ""
+    assert result.stderr == "elevation denied: password entry cancelled\n"
+    # Nobody ticked "Remember in keyring": the Secret Service was never asked anything,
+    # so it never raised a Prompt (unlock / "choose a password for the new keyring").
+    assert "org.freedesktop.Secret.Prompt" not in traffic, traffic
+    assert not [line for line in traffic.splitlines() if "org.freedesktop.Secret." in line], traffic
