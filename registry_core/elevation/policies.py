@@ -12,9 +12,29 @@ again); a deny applies whatever the executable.  The file format and its
 A new decision replaces every older policy of its (tool, kind, host), in
 memory and in the file.
 
-Live edits: before each lookup, listing or write the store compares the
-file's (mtime_ns, size, inode) with what it last read and reloads when they
-differ, so edits by ``ollie-tools policy`` or by hand are seen and merged.
+Live edits: before each lookup or listing the store compares the file's
+(mtime_ns, size, inode) with what it last read and reloads when they
+differ, so edits by ``ollie-tools policy`` or by hand are seen.  Lookups
+never take the file lock (the broker's hot path stays lock-free).
+
+Writes are cross-process safe: every change (remember, set, revoke, change
+duration) holds an exclusive ``flock`` on ``policies.yaml.lock`` (see
+:mod:`registry_core.file_lock`) across reading the file afresh, changing it
+and renaming the new version into place, so the broker, the tray and
+``ollie-tools policy`` never lose each other's rules.  A lock that cannot be
+taken within ``lock_timeout`` seconds, or a file changed behind the lock's
+back by a writer that does not take it, is a :class:`PolicyError`: a lost
+write is never a silent success.
+
+Expiry: a time-limited allow ends when the wall clock passes its
+``expires`` *or* when its remaining lifetime (never more than its stated
+duration), measured on the monotonic clock from when this process first saw
+it, has passed, whichever comes first: a wall clock stepped back keeps no
+allow alive longer than it was given.
+
+The file is read without following a symbolic link and without blocking on
+a FIFO or device (:mod:`registry_core.safe_open`): anything but a regular
+file is reported by name, no file policies apply, and writes are refused.
 
 Problems (corrupt file, bad entries, failed writes) go to
 :attr:`PolicyStore.problems` and to ``on_problem`` (called outside the lock;
@@ -50,6 +70,8 @@ from registry_core.elevation.policy_file import (
 )
 from registry_core.elevation.prompter import Remember
 from registry_core.errors import PolicyError
+from registry_core.file_lock import DEFAULT_TIMEOUT, LockTimeoutError, exclusive, lock_path_for
+from registry_core.safe_open import open_regular
 
 __all__ = ["Policy", "PolicyStore", "file_sha256"]
 
@@ -110,15 +132,33 @@ def _stamp(st: os.stat_result) -> _Stamp:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
+def _read_fd(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, _CHUNK):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _read_bytes(path: Path) -> bytes | None:
     with contextlib.suppress(OSError):
-        return path.read_bytes()
+        fd = open_regular(path)
+        try:
+            return _read_fd(fd)
+        finally:
+            os.close(fd)
     return None
 
 
-def _trusted(st: os.stat_result) -> bool:
-    """Owned by us (or root) and not writable by group or others."""
-    return st.st_uid in (os.getuid(), 0) and not st.st_mode & 0o022
+def _distrust(st: os.stat_result) -> str | None:
+    """Why a file of this status is not trusted for allows, or ``None``.
+
+    Trusted: owned by us (or root) and not writable by group or others.
+    """
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid not in (os.getuid(), 0):
+        return f"owned by uid {st.st_uid}, not by you (uid {os.getuid()})"
+    who = [name for bit, name in ((0o020, "its group"), (0o002, "every user")) if mode & bit]
+    return f"writable by {' and '.join(who)} (mode {mode:04o})" if who else None
 
 
 class PolicyStore:
@@ -129,10 +169,16 @@ class PolicyStore:
         path: Path,
         clock: Callable[[], float] = time.time,
         on_problem: Callable[[str], None] | None = None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        lock_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.path = Path(path)
         self.problems: list[str] = []
         self._clock = clock
+        self._monotonic = monotonic
+        self._lock_timeout = lock_timeout
+        self._deadlines: dict[Policy, float] = {}
         self._on_problem = on_problem
         self._lock = threading.RLock()
         self._file: list[Policy] = []
@@ -168,8 +214,8 @@ class PolicyStore:
         now = self._clock()
         with self._transaction():
             found = [*self._session.values(), *self._file]
-        if not include_expired:
-            found = [p for p in found if not p.expired(now)]
+            if not include_expired:
+                found = [p for p in found if not self._expired(p, now)]
         return sorted(found, key=lambda p: (p.tool, p.kind.value, p.host, p.created))
 
     def refresh(self) -> None:
@@ -221,7 +267,7 @@ class PolicyStore:
         problem = policy.problem()
         if problem:
             raise PolicyError(f"invalid policy for {policy.tool}: {problem}")
-        with self._transaction():
+        with self._transaction(write=True):
             self._set_locked(policy)
 
     def revoke(self, tool: str, kind: Kind | str | None = None, host: str | None = None) -> int:
@@ -230,12 +276,12 @@ class PolicyStore:
         def hit(p: Policy) -> bool:  # Kind is a StrEnum: "sudo" == Kind.SUDO
             return p.tool == tool and kind in (None, p.kind) and host in (None, p.host)
 
-        with self._transaction():
+        with self._transaction(write=True):
             return self._remove_locked(hit)
 
     def revoke_all(self) -> int:
         """Forget every policy (rejected entries stay in the file); how many were active."""
-        with self._transaction():
+        with self._transaction(write=True):
             return self._remove_locked(lambda _p: True)
 
     def change_duration(
@@ -249,7 +295,7 @@ class PolicyStore:
         no active policy or the result is invalid.
         """
         key = (tool, Kind(kind), host)
-        with self._transaction():
+        with self._transaction(write=True):
             active = self._active(key)
             if not active:
                 raise PolicyError(f"no remembered policy for {tool} ({key[1].value}) on {host}")
@@ -258,9 +304,8 @@ class PolicyStore:
             if remember is Remember.ONCE:
                 self._remove_locked(lambda p: p.key == key)
                 return None
-            policy = _policy(
-                key, remember, current.created, self._clock(), current.executable, current.sha256
-            )
+            now = self._clock()  # a new choice starts now: expires - created is its duration
+            policy = _policy(key, remember, now, now, current.executable, current.sha256)
             problem = policy.problem()
             if problem:
                 raise PolicyError(f"cannot change {current.describe()}: {problem}")
@@ -270,18 +315,57 @@ class PolicyStore:
     # --- internals ----------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """Hold the lock with a fresh view of the file; report problems after unlocking."""
+    def _transaction(self, write: bool = False) -> Iterator[None]:
+        """Hold the lock with a fresh view of the file; report problems after unlocking.
+
+        With ``write``, also hold the cross-process file lock and read the
+        file afresh whatever its stamp says (a stamp can repeat when an inode
+        is reused within the filesystem's timestamp granularity).
+        """
         pending: list[str] = []
         try:
             with self._lock:
                 try:
-                    self._refresh()
-                    yield
+                    if write:
+                        with self._file_lock():
+                            self._loaded = False
+                            self._refresh()
+                            yield
+                    else:
+                        self._refresh()
+                        yield
                 finally:
                     pending, self._unreported = self._unreported, []
         finally:
             self._report(pending)
+
+    @contextlib.contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        lock_file = lock_path_for(self.path)
+        try:
+            with exclusive(lock_file, self._lock_timeout):
+                yield
+        except LockTimeoutError as exc:
+            raise PolicyError(f"not changing {self.path}: {exc}") from exc
+        except OSError as exc:
+            reason = f"cannot lock {lock_file}: {exc.strerror or exc}"
+            raise PolicyError(f"cannot write {self.path}: {reason}") from exc
+
+    def _expired(self, policy: Policy, now: float) -> bool:
+        """Expired on the wall clock, or on the monotonic clock since first seen."""
+        if policy.expires is None:
+            return False
+        if policy.expired(now):
+            return True
+        mono = self._monotonic()
+        deadline = self._deadlines.get(policy)
+        if deadline is None:
+            remaining = policy.expires - now
+            stated = DURATIONS.get(policy.remember)
+            if stated is not None:
+                remaining = min(remaining, stated)
+            deadline = self._deadlines[policy] = mono + remaining
+        return mono >= deadline
 
     def _problem(self, message: str) -> None:
         self._unreported.append(message)  # reported once the lock is released
@@ -303,7 +387,7 @@ class PolicyStore:
         session = self._session.get(key)
         if session is not None:
             found.insert(0, session)
-        return [p for p in found if not p.expired(now)]
+        return [p for p in found if not self._expired(p, now)]
 
     def _set_locked(self, policy: Policy) -> None:
         in_file = any(p.key == policy.key for p in self._file)
@@ -321,15 +405,15 @@ class PolicyStore:
         gone_file = [p for p in self._file if hit(p)]
         if gone_file:
             self._write([p for p in self._file if not hit(p)])
-        count = sum(not self._session[k].expired(now) for k in gone_session)
+        count = sum(not self._expired(self._session[k], now) for k in gone_session)
         for k in gone_session:
             del self._session[k]
-        return count + sum(not p.expired(now) for p in gone_file)
+        return count + sum(not self._expired(p, now) for p in gone_file)
 
     def _refresh(self) -> None:
         """Reload the file when its (mtime_ns, size, inode) changed."""
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)
         except (FileNotFoundError, NotADirectoryError):
             self._clear()
         except OSError as exc:
@@ -347,6 +431,8 @@ class PolicyStore:
     ) -> None:
         self._file, self._rejected, self._extra = policies, rejected, extra
         self._stamp, self._loaded, self._write_block = stamp, True, None
+        live = {*policies, *self._session.values()}
+        self._deadlines = {p: d for p, d in self._deadlines.items() if p in live}
 
     def _clear(self, stamp: _Stamp | None = None, block: str | None = None) -> None:
         """No file policies; with ``block``, fail closed: no writes that could destroy the file."""
@@ -358,9 +444,12 @@ class PolicyStore:
     def _load(self, seen: _Stamp) -> None:
         now = self._clock()
         try:
-            with open(self.path, "rb") as fh:
-                st = os.fstat(fh.fileno())
-                data = fh.read()
+            fd = open_regular(self.path)
+            try:
+                st = os.fstat(fd)
+                data = _read_fd(fd)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             self._clear()
             return
@@ -368,16 +457,18 @@ class PolicyStore:
             self._clear(seen, f"cannot read {self.path}: {exc.strerror or exc}")
             return
         try:
-            doc = parse_document(data, self.path, now, trusted=_trusted(st))
+            distrust = _distrust(st)
+            doc = parse_document(
+                data, self.path, now, trusted=distrust is None, distrust=distrust or ""
+            )
         except DocumentError as exc:
             if _read_bytes(self.path) != data:  # being rewritten in place: look again later
                 self._clear()
             else:
                 self._set_aside(_stamp(st), str(exc), now)
             return
-        if not _trusted(st):
-            mode = f"uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}"
-            self._problem(f"{self.path}: writable by others ({mode}): only its denies apply")
+        if distrust is not None:
+            self._problem(f"{self.path}: {distrust}: only its denies apply")
         for message in doc.problems:
             self._problem(message)
         self._replace_state(
@@ -401,10 +492,22 @@ class PolicyStore:
         if self._write_block is not None:
             raise PolicyError(f"not changing {self.path}: {self._write_block}")
         now = self._clock()
-        kept = [p for p in policies if not p.expired(now)]
-        write_atomic(self.path, render_document(kept, self._rejected, self._extra))
+        kept = [p for p in policies if not self._expired(p, now)]
+        text = render_document(kept, self._rejected, self._extra)
         try:
-            stamp: _Stamp | None = _stamp(os.stat(self.path))
+            current: _Stamp | None = _stamp(os.lstat(self.path))
+        except FileNotFoundError:
+            current = None
+        except OSError as exc:
+            raise PolicyError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        if current != self._stamp:  # a writer that does not take the lock changed it
+            raise PolicyError(
+                f"not changing {self.path}: it changed while being read (another program "
+                "wrote it without taking its lock); nothing was written, try again"
+            )
+        write_atomic(self.path, text)
+        try:
+            stamp: _Stamp | None = _stamp(os.lstat(self.path))
         except OSError:
             stamp = None
         self._replace_state(kept, self._rejected, self._extra, stamp)

@@ -52,6 +52,10 @@ Nothing is lost:
 * A file owned by another user (except root) or writable by group/others
   is not trusted for allows: its denies apply; its allows are not applied
   and move under ``rejected:`` at the next write.
+* Times must be plausible: an entry ``created`` more than
+  :data:`CLOCK_SKEW` seconds in the future, or a 15m/1h allow whose
+  ``expires - created`` exceeds its stated duration, is rejected (a hand
+  edit or a clock stepped back must not stretch an allow).
 
 Writes go to a temporary file in the same directory (mode 0600), are
 fsync'ed and renamed over ``policies.yaml``; the directory is created 0700.
@@ -79,6 +83,8 @@ from registry_core.registry.meta import tool_name_error
 FORMAT_VERSION = 1
 DURATIONS: Mapping[Remember, float] = {Remember.MINUTES_15: 15 * 60.0, Remember.HOUR: 3600.0}
 """Lifetime in seconds of the time-limited choices."""
+CLOCK_SKEW = 60.0
+"""Seconds an entry's ``created`` may lie in the future (clocks of hosts sharing a home)."""
 
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -280,11 +286,27 @@ class Document:
     problems: tuple[str, ...] = ()
 
 
-def parse_document(data: bytes, path: Path, now: float, trusted: bool = True) -> Document:
+def check_times(policy: Policy, now: float) -> None:
+    """Reject implausible times: ``created`` in the future, a lifetime beyond the stated one."""
+    if policy.created > now + CLOCK_SKEW:
+        raise EntryError(f"field 'created': {iso_time(policy.created)} is in the future")
+    stated = DURATIONS.get(policy.remember)
+    expires = policy.expires
+    if stated is not None and expires is not None and expires - policy.created > stated:
+        raise EntryError(
+            f"field 'expires': {iso_time(expires)} is more than "
+            f"{policy.remember.value} after 'created' ({iso_time(policy.created)})"
+        )
+
+
+def parse_document(
+    data: bytes, path: Path, now: float, trusted: bool = True, distrust: str = ""
+) -> Document:
     """Parse the file's bytes; raises :class:`DocumentError` when nothing is usable.
 
-    Untrusted files (writable by others) contribute their denies only; their
-    allows become rejected items.
+    Untrusted files (owned by another user, writable by group or others:
+    ``distrust`` says which) contribute their denies only; their allows
+    become rejected items.
     """
     try:
         doc = yaml.load(data, Loader=_Loader)  # noqa: S506 (a safe loader)
@@ -317,6 +339,7 @@ def parse_document(data: bytes, path: Path, now: float, trusted: bool = True) ->
     for index, raw in enumerate(entries):
         try:
             policy = parse_entry(raw)
+            check_times(policy, now)
         except EntryError as exc:
             problems.append(
                 f"{path}: policies[{index}]: {exc}; entry skipped "
@@ -325,7 +348,8 @@ def parse_document(data: bytes, path: Path, now: float, trusted: bool = True) ->
             rejected.append({"problem": str(exc), "rejected": iso_time(now), "entry": raw})
             continue
         if not trusted and policy.decision is Decision.ALLOW:
-            problem = "the file was writable by other users; allow not applied"
+            why = distrust or "not trusted"
+            problem = f"the file was {why}; allow not applied"
             rejected.append({"problem": problem, "rejected": iso_time(now), "entry": raw})
             continue
         policies.append(policy)

@@ -25,7 +25,7 @@ def test_atomic_write_mode_and_reload(store: PolicyStore, path: Path) -> None:
     policy = remember(store, Remember.HOUR)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml", "policies.yaml.lock"]
     doc = yaml.safe_load(path.read_text())
     assert doc["version"] == 1
     assert doc["policies"] == [
@@ -66,7 +66,7 @@ def test_failed_write_leaves_no_temp_file_and_no_change(
     monkeypatch.setattr(os, "replace", no_space)
     with pytest.raises(PolicyError, match="No space left"):
         store.set(Policy("other", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
-    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["policies.yaml", "policies.yaml.lock"]
     assert path.read_bytes() == before
     assert store.list() == [first]
 
@@ -288,7 +288,7 @@ def test_untrusted_file_applies_denies_only(path: Path, clock: FakeClock) -> Non
     store = PolicyStore(path, clock=clock)
     assert lookup(store) is None
     assert lookup(store, tool="bad") is not None
-    assert "writable by others" in store.problems[0]
+    assert "writable by its group and every user (mode 0666)" in store.problems[0]
     remember(store, Remember.ALWAYS, tool="new")
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     doc = yaml.safe_load(path.read_text())

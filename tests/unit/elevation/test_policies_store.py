@@ -196,7 +196,7 @@ def test_change_duration(store: PolicyStore, clock: FakeClock, path: Path) -> No
     clock.now = T0 + 100
     changed = store.change_duration("greet", "sandbox", HOST, Remember.MINUTES_15)
     assert changed is not None
-    assert changed.created == T0
+    assert changed.created == T0 + 100  # a new choice starts now: expires - created = 15 min
     assert changed.expires == T0 + 100 + 900
     assert store.list() == [changed]
     denied = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.DENY_ALWAYS)

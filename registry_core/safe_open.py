@@ -1,0 +1,125 @@
+"""Open the files we read (and append to) without hanging or following links.
+
+Every store of the project (``policies.yaml``, the audit log, the scan
+cache, ``.meta`` files, sandbox profiles, ollie-remote state) may find
+something other than a regular file at its path: a FIFO (opening it for
+reading blocks until a writer comes, forever), a device (reading
+``/dev/zero`` never ends), a directory, or a symbolic link planted to
+redirect a write.  The helpers here open with ``O_NONBLOCK`` (a FIFO or
+device opens at once instead of blocking) and, unless the caller asks to
+follow links, ``O_NOFOLLOW``; they then ``fstat`` the descriptor and refuse
+anything but a regular file with :class:`NotRegularFileError`, which names
+the path and what was found there.
+
+Errors are ``OSError`` subclasses (and :class:`~registry_core.errors.OllieError`
+ones), so callers that already report ``OSError`` with ``exc.strerror``
+report these too, naming the condition as it is.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from registry_core.errors import OllieError
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symbolic link (not followed)"),
+)
+
+
+class UnsafeFileError(OllieError, OSError):
+    """A file we were about to read or write is unsafe to use; ``strerror`` says why."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        OSError.__init__(self, errno.EINVAL, reason, os.fspath(path))
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+class NotRegularFileError(UnsafeFileError):
+    """The path names a FIFO, device, socket, directory or (not followed) symbolic link."""
+
+
+class FileTooLargeError(UnsafeFileError):
+    """The file is larger than the reader accepts."""
+
+
+def kind_of(mode: int) -> str:
+    """What a file of ``mode`` is, for messages ("a FIFO", "a directory", ...)."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular(fd: int, path: str | os.PathLike[str]) -> os.stat_result:
+    """The status of the file open on ``fd``; raises :class:`NotRegularFileError` otherwise."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise NotRegularFileError(path, f"not a regular file ({kind_of(st.st_mode)})")
+    return st
+
+
+def open_regular(
+    path: str | os.PathLike[str],
+    flags: int = os.O_RDONLY,
+    mode: int = 0o600,
+    *,
+    follow_symlinks: bool = False,
+) -> int:
+    """A descriptor on the regular file at ``path``; raises ``OSError``.
+
+    ``flags`` are added to ``O_NONBLOCK | O_CLOEXEC`` (and ``O_NOFOLLOW``
+    unless ``follow_symlinks``).  A symbolic link that is not followed is
+    reported as such, not as "too many levels of symbolic links".
+    """
+    extra = os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags | extra, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks and os.path.islink(path):
+            reason = "not a regular file (a symbolic link, not followed)"
+            raise NotRegularFileError(path, reason) from exc
+        if exc.errno == errno.ENXIO:  # O_WRONLY|O_NONBLOCK on a FIFO without a reader
+            raise NotRegularFileError(path, "not a regular file (a FIFO)") from exc
+        raise
+    try:
+        check_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(
+    path: str | os.PathLike[str], *, limit: int | None = None, follow_symlinks: bool = False
+) -> bytes:
+    """The whole content of the regular file at ``path``; raises ``OSError``.
+
+    With ``limit``, a file of more than ``limit`` bytes raises
+    :class:`FileTooLargeError` (checked on the size and while reading, so a
+    file growing meanwhile cannot exhaust memory).
+    """
+    fd = open_regular(path, follow_symlinks=follow_symlinks)
+    try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise FileTooLargeError(path, f"too large ({size} bytes; the limit is {limit})")
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, max(65536, size + 1 - total)):
+            total += len(chunk)
+            if limit is not None and total > limit:
+                raise FileTooLargeError(path, f"too large (over the limit of {limit} bytes)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
