@@ -50,6 +50,7 @@ from registry_core.registry.scan_cache import (
     cache_file,
 )
 from registry_core.registry.snapshot import Registry
+from registry_core.safe_open import UnsafeFileError, read_regular
 
 _Key = FileKey  # (device, inode, size, mtime_ns, ctime_ns)
 
@@ -131,8 +132,11 @@ def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | Non
     if st.st_size > MAX_META_BYTES:
         return key, _broken(path, f"file is {st.st_size} bytes, over the 1 MiB limit"), None
     try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_META_BYTES + 1)
+        # A symlinked .meta is followed (stat above did too); O_NONBLOCK and the
+        # regular-file check catch a FIFO or device swapped in since the stat.
+        data = read_regular(path, limit=MAX_META_BYTES, follow_symlinks=True)
+    except UnsafeFileError as exc:
+        return key, _broken(path, exc.strerror or "not a regular file"), None
     except OSError as exc:
         reason = "permission denied" if exc.errno == errno.EACCES else exc.strerror
         return key, _broken(path, f"cannot read: {reason}"), None
@@ -249,8 +253,30 @@ class RegistryLoader:
         """The Tool for ``name`` from its ``.meta`` files in search order.
 
         ``regular`` and ``listings`` come from a directory scan just made: which
-        paths are plain files, and the names in each directory.
+        paths are plain files, and the names in each directory.  Whatever goes
+        wrong with one tool's files makes that one tool broken: no exception
+        from one file escapes the loader.
         """
+        try:
+            return self._build_tool(name, sources, regular, listings)
+        except Exception as exc:  # one hostile file must not take the registry down
+            self._cache.pop(sources[0], None)
+            message = f"cannot be loaded: {type(exc).__name__}: {exc}"
+            return Tool(
+                name=name,
+                source_file=sources[0],
+                status=Status.BROKEN,
+                errors=(MetaError(sources[0], message),),
+                shadowed_files=tuple(sources[1:]),
+            )
+
+    def _build_tool(
+        self,
+        name: str,
+        sources: list[str],
+        regular: Container[str],
+        listings: Mapping[str, Mapping[str, os.DirEntry[str]]] | None,
+    ) -> Tool | None:
         for index, path in enumerate(sources):
             entry = self._parsed(path, path in regular)
             if entry is None:

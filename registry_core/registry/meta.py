@@ -28,6 +28,34 @@ from registry_core.registry.model import (
 from registry_core.registry.schema import fast_check, schema_error
 
 MAX_META_BYTES = 1024 * 1024
+MAX_META_DEPTH = 64
+"""Deepest nesting of JSON arrays and objects accepted in a ``.meta`` (a JSON Schema
+in ``args`` rarely needs 10; 5,000 levels exhausted Python's recursion limit)."""
+
+# A JSON string (escapes included) or one bracket: what decides nesting depth.
+_DEPTH_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def nesting_error(text: str, limit: int = MAX_META_DEPTH) -> tuple[int, int] | None:
+    """The 1-based (line, column) where ``text`` nests arrays/objects deeper than ``limit``.
+
+    ``None`` when it does not.  Counting brackets first (in C) spares almost every
+    file the token scan.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return None
+    depth = 0
+    for match in _DEPTH_TOKEN.finditer(text):
+        char = match.group()
+        if char in "[{":
+            depth += 1
+            if depth > limit:
+                return line_col(text, match.start())
+        elif char in "]}":
+            depth -= 1
+    return None
+
+
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 
 _FIELD_KEYS = ("description", "prompt", "args", "tier", "readOnly", "cmd", "sudo", "elevated")
@@ -196,11 +224,18 @@ def parse_meta(file: Path | str, data: bytes, name: str | None = None) -> Parsed
         before = data[: exc.start].decode("utf-8", "replace")
         line, col = line_col(before, len(before))
         return ParsedMeta(None, (MetaError(path, "not valid UTF-8", line, col),), ())
+    too_deep = nesting_error(text)
+    if too_deep is not None:
+        message = f"JSON nested more than {MAX_META_DEPTH} levels deep"
+        return ParsedMeta(None, (MetaError(path, message, *too_deep),), ())
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         err = MetaError(path, f"invalid JSON: {exc.msg}", exc.lineno, exc.colno)
         return ParsedMeta(None, (err,), ())
+    except RecursionError:  # a deeper stack than the limit assumes: still one broken file
+        message = f"JSON nested more than {MAX_META_DEPTH} levels deep"
+        return ParsedMeta(None, (MetaError(path, message),), ())
     return check_document(path, tool, text, doc)
 
 
