@@ -22,6 +22,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
 from ollie_tray import autostart
+from ollie_tray.dialogs.real_input import build_judge
 from ollie_tray.icons import icon
 from ollie_tray.keyring_consent import KeyringConsent, consent_file
 from ollie_tray.notify import Notifier
@@ -82,10 +83,13 @@ class TrayApp:
         self.policies = PolicyStore(paths.policies_file(env), on_problem=self._problem)
         self.audit = AuditLog(paths.audit_file(env))
         self.vault = PasswordVault()
+        # Who may approve: real input only (dialogs/real_input.py); on X11 this
+        # installs the native event filter that sees each click's source device.
+        self.judge = build_judge(qapp.platformName(), env, install=qapp)
         self.prompter = QtPrompter(
             vault=self.vault,
             consent=KeyringConsent(consent_file(env)),
-            settings=PrompterSettings(options.countdown_s, options.arm_delay_ms),
+            settings=PrompterSettings(options.countdown_s, options.arm_delay_ms, self.judge),
             on_dialog=self._dialog_changed,
         )
         self.broker = Broker(

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QDialog
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.password import PasswordDialog
+from ollie_tray.dialogs.real_input import InputJudge
 from ollie_tray.keyring_consent import KeyringConsent
 from ollie_tray.secrets import PasswordVault
 from registry_core.elevation.prompter import (
@@ -51,6 +52,8 @@ class _PasswordSource:
 class PrompterSettings:
     countdown_s: int = 60
     arm_delay_ms: int = 700
+    judge: InputJudge | None = None
+    """Who may approve (dialogs/real_input.py); None: the dialog's fail-closed default."""
 
 
 @dataclass
@@ -126,6 +129,7 @@ class QtPrompter:
             request,
             countdown_s=int(min(self.settings.countdown_s, request.timeout)),
             arm_delay_ms=self.settings.arm_delay_ms,
+            judge=self.settings.judge,
         )
         result = await self._wait(dialog, request.id, "decided")
         assert isinstance(result, Approval)
@@ -151,7 +155,12 @@ class QtPrompter:
                 source.from_keyring = True
                 return PasswordAnswer(stored)
         source.from_keyring = False
-        dialog = PasswordDialog(request, keyring_available=keyring_ok)
+        judge = self.settings.judge
+        dialog = PasswordDialog(
+            request,
+            keyring_available=keyring_ok,
+            test_banner=judge is not None and judge.accepts_synthetic,
+        )
         result = await self._wait(dialog, request.id, "submitted")
         assert isinstance(result, PasswordAnswer)
         source.store_requested = result.store_in_keyring and result.password is not None

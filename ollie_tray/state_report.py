@@ -9,8 +9,14 @@ is the end-to-end tests' window into the app.  Layout::
     {"pending": 1, "tray": "pending",
      "windows": [{"class": "ApprovalDialog", "title": "Ollie — approve x?",
                   "texts": [...visible labels...], "boxes": [...read-only text...],
-                  "combos": ["Only this time"], "buttons": {"&Approve": false},
-                  "checked": [...checked boxes...],
+                  "combos": ["Only this time"], "buttons": {"Approve": false},
+                  "rects": {"Approve": [x, y, w, h]},
+                  "rects": {  # where each button is on the screen: x, y, width, height
+            w.text(): _screen_rect(w)
+            for w in widget.findChildren(QAbstractButton)
+            if w.isVisible() and w.text()
+        },
+        "checked": [...checked boxes...],
                   "actions": [{"text": "&Quit", "enabled": true, "checked": false}]}],
      "browser": {"rows": [{"name": "greet", "status": "available", "rank": 0}],
                  "selected": "greet", "conditions": ["binary x → not found"]}}
@@ -33,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QPoint, QTimer
 from PySide6.QtWidgets import (
     QAbstractButton,
     QApplication,
@@ -49,6 +55,11 @@ STATE_FILE_ENV = "OLLIE_TRAY_TEST_STATE_FILE"
 INTERVAL_MS = 50
 
 
+def _screen_rect(widget: QWidget) -> list[int]:
+    top_left = widget.mapToGlobal(QPoint(0, 0))
+    return [top_left.x(), top_left.y(), widget.width(), widget.height()]
+
+
 def _window(widget: QWidget) -> dict[str, Any]:
     return {
         "class": type(widget).__name__,
@@ -62,6 +73,11 @@ def _window(widget: QWidget) -> dict[str, Any]:
         "combos": [w.currentText() for w in widget.findChildren(QComboBox) if w.isVisible()],
         "buttons": {
             w.text(): w.isEnabled()
+            for w in widget.findChildren(QAbstractButton)
+            if w.isVisible() and w.text()
+        },
+        "rects": {  # where each button is on the screen: x, y, width, height
+            w.text(): _screen_rect(w)
             for w in widget.findChildren(QAbstractButton)
             if w.isVisible() and w.text()
         },

@@ -12,6 +12,10 @@ Anti-clickjacking: Deny is the default button and has the focus; Approve
 stays disabled for ``arm_delay_ms`` after the dialog is first shown, so a
 click or key press aimed at whatever was under the pointer cannot approve.
 
+Only a person approves: Approve is an
+:class:`~ollie_tray.dialogs.real_input.ApproveButton` (no mnemonic; ``click()``,
+AT-SPI and, on X11, XTEST input do not approve; see that module).
+
 "Deny always" is a deny: while it is selected Approve is disabled and
 Deny answers ``Approval(False, Remember.DENY_ALWAYS)``; with any other
 choice Deny answers for this request only.  Requests with free-form code
@@ -22,6 +26,7 @@ more).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -38,10 +43,17 @@ from PySide6.QtWidgets import (
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
+from ollie_tray.dialogs.real_input import (
+    ApproveButton,
+    InputJudge,
+    default_judge,
+    synthetic_input_banner,
+)
 from registry_core.elevation.identity import ProcessInfo, Requester
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
 
+log = logging.getLogger(__name__)
 _ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
 
 
@@ -89,10 +101,12 @@ class ApprovalDialog(QDialog):
         *,
         countdown_s: int = 60,
         arm_delay_ms: int = 700,
+        judge: InputJudge | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.request = request
+        self._judge = judge if judge is not None else default_judge()
         self._countdown_s = max(1, int(countdown_s))
         self._arm_delay_ms = max(0, arm_delay_ms)
         self._finished = False
@@ -121,6 +135,10 @@ class ApprovalDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(18, 16, 18, 14)
         layout.setSpacing(10)
+        self.test_banner: QLabel | None = None
+        if self._judge.accepts_synthetic:
+            self.test_banner = synthetic_input_banner()
+            layout.addWidget(self.test_banner)
         if request.mismatches:
             layout.addWidget(
                 c.warning_panel(
@@ -136,7 +154,8 @@ class ApprovalDialog(QDialog):
 
         self._remember.currentIndexChanged.connect(self._update_approve)
         self._deny.clicked.connect(self._on_deny)
-        self._approve.clicked.connect(self._on_approve)
+        self._approve.approved.connect(self._on_approve)
+        self._approve.ignored.connect(self._on_ignored)
         self._update_approve()
         self._deny.setFocus()
 
@@ -267,7 +286,8 @@ class ApprovalDialog(QDialog):
         self._deny.setDefault(True)
         self._deny.setAutoDefault(True)
         self._deny.setMinimumWidth(110)
-        self._approve = QPushButton("&Approve")
+        # No mnemonic: one keystroke must not be enough (Deny keeps Alt+D and Esc).
+        self._approve = ApproveButton("Approve", self._judge)
         self._approve.setAccessibleName("Approve")
         self._approve.setAutoDefault(False)  # Enter never approves
         self._approve.setMinimumWidth(110)
@@ -277,12 +297,20 @@ class ApprovalDialog(QDialog):
         buttons.addWidget(self._deny)
         buttons.addWidget(self._approve)
         column.addLayout(buttons)
+        self.input_note = c.plain_label(self._judge.notice or "", style=f"color: {c.AMBER_DARK};")
+        self.input_note.setAccessibleName("Input note")
+        self.input_note.setVisible(bool(self._judge.notice))
+        column.addWidget(self.input_note)
         return column
 
     # --- public ------------------------------------------------------------------
 
     @property
     def approve_button(self) -> QPushButton:
+        return self._approve
+
+    @property
+    def approve_widget(self) -> ApproveButton:
         return self._approve
 
     @property
@@ -378,6 +406,12 @@ class ApprovalDialog(QDialog):
         if not self._approve.isEnabled():  # a click that raced the arming or the choice
             return
         self._finish(Approval(True, self.selected_remember(), "approved by the user"))
+
+    def _on_ignored(self, why: str) -> None:
+        log.warning("approval dialog for %s: %s", self.request.id, why)
+        self.input_note.setText(why)
+        self.input_note.setStyleSheet(f"color: {c.RED}; font-weight: bold;")
+        self.input_note.setVisible(True)
 
     def _stop(self) -> None:
         self._finished = True

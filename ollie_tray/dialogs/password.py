@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
+from ollie_tray.dialogs.real_input import synthetic_input_banner
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import PasswordAnswer, PasswordRequest
 
@@ -48,6 +49,7 @@ class PasswordDialog(QDialog):
         request: PasswordRequest,
         *,
         keyring_available: bool = True,
+        test_banner: bool = False,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -71,6 +73,8 @@ class PasswordDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(18, 16, 18, 14)
         layout.setSpacing(10)
+        if test_banner:  # the synthetic-input test switch is on (dialogs/real_input.py)
+            layout.addWidget(synthetic_input_banner())
         layout.addLayout(self._header(tool))
 
         self.retry_label = QLabel(request.retry_text)

@@ -120,7 +120,7 @@ class Display:
         self.xdotool("windowfocus", "--sync", str(window))
 
     def key(self, window: int | None, *keys: str) -> None:
-        """Press ``keys`` (xdotool names, e.g. ``alt+a``) in ``window`` (focused first)."""
+        """Press ``keys`` (xdotool names, e.g. ``alt+d``) in ``window`` (focused first)."""
         if window is not None:
             self.focus(window)
         self.xdotool("key", "--clearmodifiers", *keys)
@@ -363,7 +363,27 @@ def texts_of(state: Mapping[str, Any], cls: str) -> list[str]:
 
 def approve_armed(state: Mapping[str, Any]) -> bool:
     window = find_window(state, "ApprovalDialog")
-    return window is not None and bool(window["buttons"].get("&Approve"))
+    return window is not None and bool(window["buttons"].get("Approve"))
+
+
+def click_button(display: Display, state: Mapping[str, Any], cls: str, text: str) -> None:
+    """Click the middle of the button ``text`` of the window of class ``cls`` (xdotool).
+
+    Only a click counts for Approve on X11; xdotool's clicks are XTEST input, so
+    they approve only in a tray started with the synthetic-input test switch
+    (``E2E.start_tray(synthetic_input=True)``, the default; docs/testing.md)."""
+    window = find_window(state, cls)
+    if window is None or text not in window.get("rects", {}):
+        raise E2EError(f"no button {text!r} in a {cls} window: {state}")
+    x, y, width, height = window["rects"][text]
+    display.click(x + width // 2, y + height // 2)
+
+
+def click_approve(display: Display, tray: TrayProcess) -> dict[str, Any]:
+    """Wait until Approve is armed, click it; the state it was clicked in."""
+    state = tray.wait_state(approve_armed, "Approve armed")
+    click_button(display, state, "ApprovalDialog", "Approve")
+    return state
 
 
 @dataclass

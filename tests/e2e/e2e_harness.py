@@ -50,6 +50,7 @@ for _entry in (HERE, HERE.parent / "integration"):
 import desktop_session as ds  # noqa: E402
 import e2e_driver as drv  # noqa: E402
 
+from ollie_tray.dialogs.real_input import ACCEPT_SYNTHETIC_ENV, ACCEPT_SYNTHETIC_VALUE  # noqa: E402
 from registry_core.elevation.client import broker_alive  # noqa: E402
 
 REPO = HERE.parents[1]
@@ -215,6 +216,7 @@ class E2E:
         cwd: Path | None = None,
         state_dir: Path | None = None,
         wait_icon: bool = False,
+        synthetic_input: bool = True,
     ) -> drv.TrayProcess:
         """Start ``ollie-tray`` and wait until its socket answers.
 
@@ -259,6 +261,10 @@ class E2E:
             argv = [*argv, "--countdown", str(countdown)]
         tray_env["DISPLAY"] = self.desktop.display
         tray_env[drv.MARKER_VAR] = self.marker
+        if synthetic_input:
+            tray_env[ACCEPT_SYNTHETIC_ENV] = ACCEPT_SYNTHETIC_VALUE
+        else:
+            tray_env.pop(ACCEPT_SYNTHETIC_ENV, None)
         tray_env["OLLIE_TRAY_TEST_STATE_FILE"] = str(state_dir / "state.json")
         log = root / "tray.log"
         ids: dict[str, Any] = {}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from e2e_driver import APPROVAL_TITLE, approve_armed, find_window
+from e2e_driver import APPROVAL_TITLE, approve_armed, click_approve, click_button, find_window
 from e2e_harness import E2E, VENV_BIN
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
@@ -37,15 +37,14 @@ def test_elevate_shows_the_code_and_keeps_the_contract(e2e: E2E) -> None:
     assert any(str(cwd) in box for box in dialog["boxes"]), dialog["boxes"]
     assert dialog["combos"] == ["Only this time"]
     e2e.shot("elevate-code", window)
-    e2e.display.key(window, "alt+a")
+    click_button(e2e.display, state, "ApprovalDialog", "Approve")
     result = call.result()
     assert (result.returncode, result.stdout) == (0, f"{os.getuid()}\n{cwd}\n"), result
 
     # The code's own exit status and streams come back unchanged.
     call = e2e.start([ELEVATE, "--", "echo out; echo err >&2; exit 3"], env, cwd=cwd)
-    window = e2e.display.wait_window(TITLE)
-    tray.wait_state(approve_armed, "Approve armed")
-    e2e.display.key(window, "alt+a")
+    e2e.display.wait_window(TITLE)
+    click_approve(e2e.display, tray)
     result = call.result()
     assert (result.returncode, result.stdout, result.stderr) == (3, "out\n", "err\n"), result
 

@@ -19,6 +19,7 @@ from e2e_driver import (
     Display,
     E2EError,
     approve_armed,
+    click_button,
     find_window,
 )
 from e2e_harness import E2E
@@ -53,9 +54,9 @@ def test_remember_15_minutes_until_the_executable_changes(e2e: E2E) -> None:
         lambda s: (find_window(s, "ApprovalDialog") or {}).get("combos") == ["For 15 minutes"],
         "For 15 minutes selected",
     )
-    tray.wait_state(approve_armed, "Approve armed")
+    state = tray.wait_state(approve_armed, "Approve armed")
     e2e.shot("remember-15-minutes", window)
-    e2e.display.key(window, "alt+a")
+    click_button(e2e.display, state, "ApprovalDialog", "Approve")
     result = first.result()
     assert result.returncode == 0, result
     policies = yaml.safe_load(

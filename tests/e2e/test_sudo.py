@@ -38,6 +38,7 @@ from e2e_driver import (
     AgentCall,
     E2EError,
     approve_armed,
+    click_button,
     find_window,
     texts_of,
 )
@@ -165,7 +166,7 @@ class UserDesktop:
         state = self.tray.wait_state(approve_armed, "Approve armed")
         if shot:
             self.e2e.shot(shot, window)
-        self.e2e.display.key(window, "alt+a")
+        click_button(self.e2e.display, state, "ApprovalDialog", "Approve")
         dialog = find_window(state, "ApprovalDialog")
         assert dialog is not None
         return dialog

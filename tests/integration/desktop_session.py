@@ -98,6 +98,7 @@ PACKAGES = {
     "xauth": "xauth",
     "import": "imagemagick",
     "sudo": "sudo",
+    "/usr/libexec/at-spi-bus-launcher": "at-spi2-core",
 }
 """Which Debian package provides a program (for the skip message)."""
 

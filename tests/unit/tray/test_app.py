@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 import qasync
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from ollie_tray.app import AppOptions, TrayApp
@@ -130,7 +132,7 @@ def test_approval_through_the_dialog_reaches_the_client_audit_and_policy(
         await wait_for(lambda: dialog.approve_button.isEnabled())
         index = dialog.remember_combo.findText("For 15 minutes")
         dialog.remember_combo.setCurrentIndex(index)
-        dialog.approve_button.click()
+        QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)  # a real click
         await join(thread)
         return box, app
 

@@ -223,9 +223,9 @@ def test_deny_is_default_and_has_focus(qtbot: QtBot, approval_request: Factory) 
 def test_shortcuts(qtbot: QtBot, approval_request: Factory) -> None:
     dialog = make(qtbot, approval_request(), show=False)
     assert dialog.deny_button.text() == "&Deny"
-    assert dialog.approve_button.text() == "&Approve"
+    assert dialog.approve_button.text() == "Approve"  # no mnemonic: one keystroke is not enough
     assert dialog.deny_button.shortcut() == QKeySequence("Alt+D")
-    assert dialog.approve_button.shortcut() == QKeySequence("Alt+A")
+    assert dialog.approve_button.shortcut().isEmpty()
 
 
 def test_approve_arms_only_after_being_shown(qtbot: QtBot, approval_request: Factory) -> None:
@@ -352,7 +352,7 @@ def test_countdown_label_counts_down(qtbot: QtBot, approval_request: Factory) ->
 def test_decided_is_emitted_once(qtbot: QtBot, approval_request: Factory) -> None:
     dialog = armed(qtbot, make(qtbot, approval_request(), countdown_s=1))
     answers = Answers(dialog)
-    dialog.approve_button.click()
+    qtbot.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)
     dialog.deny_button.click()
     dialog.reject()
     dialog.close()

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 import qasync
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 from ollie_tray.dialogs.approval import ApprovalDialog
@@ -84,7 +86,7 @@ def test_approval_dialog_answer_becomes_the_result(
         assert isinstance(dialog, ApprovalDialog)
         await until(dialog.approve_button.isEnabled)
         dialog.remember_combo.setCurrentIndex(dialog.remember_combo.findText("For 1 hour"))
-        dialog.approve_button.click()
+        QTest.mouseClick(dialog.approve_button, Qt.MouseButton.LeftButton)  # a real click
         return await task
 
     answer = run(qapp, scenario)
