@@ -1,6 +1,8 @@
 # Ollie Tray — the two commands of the README's Quick start, plus helpers.
-#   make run    start the tray (bundled demo tools when you have none)
-#   make test   lint, type-check and run the whole test suite
+#   make run      install the commands into ~/.local/bin (once), start the tray
+#                 (bundled demo tools when you have none)
+#   make test     lint, type-check and run the whole test suite
+#   make install  only the first part of `make run`
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 USER_TOOLS := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/ollie/tools
 
-.PHONY: run test lint typecheck pytest bench screenshots clean
+.PHONY: run install test lint typecheck pytest bench screenshots clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -19,7 +21,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	@touch $(STAMP)
 
-run: $(STAMP)
+install: $(STAMP)
+	@scripts/install-user-commands $(BIN)
+
+run: install
 	@if [ -z "$$OLLIE_TOOLS_PATH" ] && [ -z "$$(ls -A '$(USER_TOOLS)' 2>/dev/null)" ]; then \
 	  echo "No tools in $(USER_TOOLS): starting with the bundled demo tools."; \
 	  exec $(BIN)/ollie-tray --demo; \
