@@ -54,6 +54,7 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 import desktop_session as ds  # noqa: E402
 import pytest  # noqa: E402
 
+from registry_core import paths  # noqa: E402
 from registry_core.elevation import messages as m  # noqa: E402
 from registry_core.elevation.client import BrokerClient, broker_alive  # noqa: E402
 
@@ -205,12 +206,11 @@ def measure(runs: int) -> dict[str, Any]:
             **env,
             "PATH": f"{BIN}:/usr/bin:/bin",
             "DISPLAY": display,
-            "OLLIE_DEMO_HOME": str(base / "demo"),
             "OLLIE_TRAY_TEST_STATE_FILE": str(state),
         }
         # Not a first start (which would open the Tool Browser).
-        welcomed = base / "demo" / "state" / "ollie" / "welcome-shown"
-        welcomed.parent.mkdir(parents=True)
+        welcomed = paths.state_home(tray_env) / "ollie" / "welcome-shown"
+        welcomed.parent.mkdir(parents=True, exist_ok=True)
         welcomed.touch()
         log = base / "tray.log"
         tray = stack.enter_context(

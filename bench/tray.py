@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from registry_core import paths
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 MINIMAL = """
@@ -134,12 +136,11 @@ def main() -> int:
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(tmp / "home"),
             "XDG_RUNTIME_DIR": str(runtime),
-            "OLLIE_DEMO_HOME": str(tmp / "demo"),
             "DBUS_SESSION_BUS_ADDRESS": f"unix:path={tmp}/no-bus",
         }
         # Not a first start (which would open the Tool Browser): measure the tray alone.
-        welcomed = tmp / "demo" / "state" / "ollie" / "welcome-shown"
-        welcomed.parent.mkdir(parents=True)
+        welcomed = paths.state_home(env) / "ollie" / "welcome-shown"
+        welcomed.parent.mkdir(parents=True, exist_ok=True)
         welcomed.touch()
         helpers = start_desktop(tmp, env)
         try:

@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="System-tray approver for Ollie tools: broker, dialogs, Tool Browser.",
     )
     p.add_argument(
-        "--demo", action="store_true", help="use the bundled demo tools, isolated config"
+        "--demo",
+        action="store_true",
+        help="add the bundled example tools (shown as Demo tools) to your own",
     )
     p.add_argument(
         "--browser",
@@ -60,19 +62,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def demo_env(env: dict[str, str]) -> dict[str, str]:
-    """The bundled example tools, with config and state in a separate directory."""
+DEMO_DIRS = ("tools", "broken", "shadowed")
+
+
+def demo_tool_dirs() -> list[Path]:
+    """The bundled example tools (read-only, in the installation): the "Demo tools"."""
     examples = paths.resources_dir() / "examples"
-    cache = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME", str(Path.home()))) / ".cache")
-    base = Path(env.get("OLLIE_DEMO_HOME") or cache / "ollie-tray" / "demo")
-    (base / "config").mkdir(parents=True, exist_ok=True, mode=0o700)
-    (base / "state").mkdir(parents=True, exist_ok=True, mode=0o700)
+    return [examples / d for d in DEMO_DIRS if (examples / d).is_dir()]
+
+
+def demo_env(env: dict[str, str]) -> dict[str, str]:
+    """Normal mode plus the bundled examples as extra tools directories, searched last.
+
+    One configuration: the same policies, audit log and socket as without
+    ``--demo`` (so ``ollie-tools policy`` / ``audit`` and the tray agree), and the
+    person's own tools directories first, so a tool they add shows up (and wins
+    over an example of the same name).
+    """
     out = dict(env)
-    out["OLLIE_TOOLS_PATH"] = ":".join(
-        str(examples / d) for d in ("tools", "broken", "shadowed") if (examples / d).is_dir()
-    )
-    out["XDG_CONFIG_HOME"] = str(base / "config")
-    out["XDG_STATE_HOME"] = str(base / "state")
+    dirs = [*paths.tools_path(env), *demo_tool_dirs()]
+    out["OLLIE_TOOLS_PATH"] = ":".join(str(d) for d in dirs)
     return out
 
 

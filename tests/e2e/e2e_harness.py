@@ -15,7 +15,7 @@ user with a sudoers drop-in (``tests/integration/sudo_user.py``).
 
 Per test, the :class:`E2E` fixture ``e2e``: fresh ``ollie-tray`` processes
 (``--demo`` or on copies of the demo tools) with their own ``HOME``,
-``XDG_RUNTIME_DIR`` (0700) and ``OLLIE_DEMO_HOME`` under ``tmp_path``, each
+``XDG_RUNTIME_DIR`` (0700) under ``tmp_path``, each
 waited for (the "listening on" line, the socket, a ping) and stopped by PID;
 agent-side ``ollie-tools call`` / ``ollie-elevate`` subprocesses; screenshots
 into ``$OLLIE_TEST_ARTIFACTS`` (``<test>-<name>.png``) when it is set.  Every
@@ -241,9 +241,8 @@ class E2E:
                 "DBUS_SESSION_BUS_ADDRESS": self.desktop.env["DBUS_SESSION_BUS_ADDRESS"],
             }
             if demo:
-                tray_env["OLLIE_DEMO_HOME"] = str(root / "demo")
                 # Not a first start: the Tool Browser must open only when a test asks.
-                welcomed = root / "demo" / "state" / "ollie" / "welcome-shown"
+                welcomed = home / ".local" / "state" / "ollie" / "welcome-shown"
                 welcomed.parent.mkdir(parents=True, exist_ok=True)
                 welcomed.touch()
             else:

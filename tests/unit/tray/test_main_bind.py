@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ollie_tray import main as tray_main
+from registry_core import paths
 from registry_core.elevation.listen import bind_socket
 
 
@@ -17,7 +18,6 @@ def runtime(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     run = tmp_path / "run"
     run.mkdir(mode=0o700)
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
-    monkeypatch.setenv("OLLIE_DEMO_HOME", str(tmp_path / "demo"))
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("OLLIE_ELEVATE_SOCKET", raising=False)
     return run
@@ -85,3 +85,22 @@ def test_a_user_with_tools_gets_no_browser(tmp_path: Path) -> None:
     user = {"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
     app = {**user, "XDG_STATE_HOME": str(tmp_path / "state")}
     assert not tray_main.first_start_without_tools(user, app)
+
+
+def test_demo_mode_is_normal_mode_plus_the_examples(tmp_path: Path) -> None:
+    """One configuration: same policies, audit log and socket; own tools first."""
+    user = {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "cfg"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+    }
+    demo = tray_main.demo_env(user)
+    for where in (paths.policies_file, paths.audit_file, paths.elevate_socket):
+        assert where(demo) == where(user)
+    dirs = paths.tools_path(demo)
+    assert dirs[0] == paths.default_tools_dir(user)
+    assert dirs[1:] == tray_main.demo_tool_dirs()
+    assert dirs[1] == paths.resources_dir() / "examples" / "tools"
+    mine = {**user, "OLLIE_TOOLS_PATH": "/a:/b"}
+    assert paths.tools_path(tray_main.demo_env(mine))[:2] == [Path("/a"), Path("/b")]
