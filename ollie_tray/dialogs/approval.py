@@ -232,6 +232,9 @@ class ApprovalDialog(QDialog):
         cmdline = c.shell_join(req.cmdline) if req.cmdline else "(unknown)"
         form.add_row("Command line", t.MonoBox(cmdline, "Requester command line", max_lines=3))
         form.add_row("Process tree", t.MonoBox(_process_tree(req), "Process tree", max_lines=6))
+        if r.client is not None:  # e.g. the MCP client's name: the requester's claim
+            client = t.value_label(f"{c.visible(r.client)}  (as the requester says)", "Via client")
+            form.add_row("Via client", client)
         column.addLayout(form)
 
         self.code_box: t.MonoBox | None = None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO, TypeVar
 
-from registry_core.cli import call_cmd, policy_cmd, render, sandbox_cmd
+from registry_core.cli import call_cmd, mcp_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
 from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import OllieError, ToolChangedError
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     call_cmd.register(sub)
     sandbox_cmd.register(sub)
     policy_cmd.register(sub)
+    mcp_cmd.register(sub)
     return parser
 
 

@@ -67,6 +67,11 @@ class CallOptions:
     elevated: bool = False
     profile: str = "default"
     limit: int = OUTPUT_LIMIT
+    # The agent/client the call came through (e.g. an MCP client's name): the broker
+    # shows it in the approval dialog and the audit log.
+    client: str | None = None
+    # Called with the tool's pid (= its process group) once it runs: a cancel hook.
+    on_start: Callable[[int], None] | None = field(default=None, compare=False)
 
 
 def validate_args(tool: Tool, args: Any) -> None:
@@ -272,6 +277,7 @@ class Dispatcher:
             timeout=options.timeout,
             limit=options.limit,
             preexec=sandbox.preexec,
+            on_start=options.on_start,
         )
         return self._finish(
             tool,
@@ -293,11 +299,19 @@ class Dispatcher:
     ) -> CallResult:
         cwd = extra["PWD"]
         argv = [executable]
-        request = ElevationRequest(tool.name, Kind.SANDBOX, tuple(argv), args, cwd)
+        request = ElevationRequest(
+            tool.name, Kind.SANDBOX, tuple(argv), args, cwd, client=options.client
+        )
         self.gate.authorize(request)
         env = {**self.env, **extra}
         result = run_process(
-            argv, stdin, env=env, cwd=cwd, timeout=options.timeout, limit=options.limit
+            argv,
+            stdin,
+            env=env,
+            cwd=cwd,
+            timeout=options.timeout,
+            limit=options.limit,
+            on_start=options.on_start,
         )
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True)
 
@@ -312,13 +326,21 @@ class Dispatcher:
     ) -> CallResult:
         cwd = extra["PWD"]
         argv = sudo_argv(executable)
-        request = ElevationRequest(tool.name, Kind.SUDO, tuple(argv), args, cwd)
+        request = ElevationRequest(
+            tool.name, Kind.SUDO, tuple(argv), args, cwd, client=options.client
+        )
         grant = self.gate.authorize(request)
         env = {**self.env, **extra, **grant.env}
         if self.askpass:
             env["SUDO_ASKPASS"] = self.askpass
         result = run_process(
-            argv, stdin, env=env, cwd=cwd, timeout=options.timeout, limit=options.limit
+            argv,
+            stdin,
+            env=env,
+            cwd=cwd,
+            timeout=options.timeout,
+            limit=options.limit,
+            on_start=options.on_start,
         )
         if grant.grant:
             auth_failed = b"incorrect password attempt" in result.stderr or (

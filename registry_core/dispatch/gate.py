@@ -24,6 +24,7 @@ class ElevationRequest:
     args: Mapping[str, Any]
     cwd: str
     code: str | None = None
+    client: str | None = None  # the agent/client the call came through (e.g. an MCP client)
 
 
 @dataclass(frozen=True)

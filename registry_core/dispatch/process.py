@@ -81,8 +81,15 @@ def run_process(
     limit: int = OUTPUT_LIMIT,
     preexec: Callable[[], None] | None = None,
     pass_fds: Sequence[int] = (),
+    on_start: Callable[[int], None] | None = None,
 ) -> ProcessResult:
-    """Start ``argv``, feed ``stdin``, capture bounded output; raise only if it cannot start."""
+    """Start ``argv``, feed ``stdin``, capture bounded output; raise only if it cannot start.
+
+    ``on_start`` receives the child's pid (also its process group id) as soon as it
+    runs: a caller on another thread can cancel the call by killing that group
+    (``ollie-tools mcp`` does when the client cancels); the loop below then sees the
+    pipes close and returns the killed status.
+    """
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -103,6 +110,8 @@ def run_process(
     except OSError as exc:
         raise ExecutableError(f"could not start {argv[0]}: {exc.strerror}") from exc
     assert proc.stdin and proc.stdout and proc.stderr  # noqa: PT018 (pipes requested above)
+    if on_start is not None:
+        on_start(proc.pid)
 
     buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     dropped = dict.fromkeys(buffers, 0)

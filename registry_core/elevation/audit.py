@@ -117,6 +117,7 @@ class AuditRecord:
     args: Mapping[str, Any] | None = field(default=None, hash=False)
     code: str | None = None
     claimed_host: str | None = None
+    client: str | None = None  # the agent/client the request came through (its claim)
     time: float = field(default_factory=_now)
 
     def to_json(self) -> dict[str, Any]:
@@ -144,6 +145,7 @@ class AuditRecord:
             "remember": None if self.remember is None else self.remember.value,
             "reason": self.reason,
             **({"claimed_host": self.claimed_host} if self.claimed_host else {}),
+            **({"client": self.client} if self.client else {}),
         }
 
     def to_line(self) -> bytes:
@@ -188,6 +190,7 @@ class AuditRecord:
             args=args if isinstance(args, dict) or args is None else {"_truncated": args},
             code=_opt_str(obj.get("code")),
             claimed_host=_opt_str(obj.get("claimed_host")),
+            client=_opt_str(obj.get("client")),
             decision=Decision(obj["decision"]),
             by=DecidedBy(obj["by"]),
             remember=None if remember is None else Remember(remember),

@@ -117,6 +117,7 @@ class BrokerClient:
         host: str | None = None,
         timeout: float | None = None,
         on_progress: Callable[[m.ProgressState], None] | None = None,
+        client: str | None = None,
     ) -> m.DecisionReply | m.ErrorReply:
         msg = m.ElevateRequest(
             id=self.next_id(),
@@ -128,6 +129,7 @@ class BrokerClient:
             host=host,
             code=code,
             timeout=timeout,
+            client=client,
         )
         reply = self.request(msg, on_progress)
         if isinstance(reply, m.DecisionReply | m.ErrorReply):

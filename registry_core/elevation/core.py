@@ -150,6 +150,7 @@ class Broker:
             mismatches=facts.mismatches,
             remote=requester.remote or host != self.config.host,
             claimed_host=claimed,
+            client=req.client,
         )
 
     def _policy_decision(self, ar: ApprovalRequest) -> m.DecisionReply | None:

@@ -47,6 +47,7 @@ class BrokerGate:
                     code=request.code,
                     host=self.host,
                     timeout=self.timeout,
+                    client=request.client,
                 )
         except BrokerUnavailableError as exc:
             raise ElevationDeniedError(f"broker unreachable: {exc}") from exc

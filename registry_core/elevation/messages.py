@@ -44,6 +44,9 @@ MAX_SAFE_INT = 2**53 - 1
 REQUEST_CODE_TOOL = "execute_code"
 """The pseudo tool of ``ollie-elevate`` (ollie-core's ``x/elevate`` plugin): bash code."""
 
+MAX_CLIENT_LENGTH = 128
+"""Longest ``client`` label (an agent's name, e.g. an MCP client's) in characters."""
+
 MAX_TIMEOUT = 86400.0
 """Largest ``timeout`` an ``elevate`` request may carry (one day, in seconds)."""
 
@@ -292,6 +295,7 @@ class ElevateRequest(_ToBroker):
     host: str | None = None  # None: the broker's own host
     code: str | None = None  # ollie-elevate's execute_code: the full bash code
     timeout: float | None = None  # seconds the requester waits; None: broker default
+    client: str | None = None  # the agent/client the request came through (its own claim)
 
 
 @dataclass(frozen=True, kw_only=True)

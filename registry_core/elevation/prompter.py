@@ -70,6 +70,9 @@ class ApprovalRequest:
     # What a verified remote (an ollie-remote forward) said its host name is,
     # when that differs from ``host`` (which comes from our own record).
     claimed_host: str | None = None
+    # The agent/client the request came through (e.g. an MCP client's name), as the
+    # requester says: shown and audited as a claim next to the process facts.
+    client: str | None = None
 
     @property
     def what(self) -> str:

@@ -38,7 +38,12 @@ _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
 _GRANT_RE = re.compile(r"[A-Za-z0-9_-]{16,128}")
 _CODE_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _ABSOLUTE_RE = re.compile(r"/[^\x00]*")
+# A client label is shown in a dialog: printable text only, no control characters.
+_CLIENT_RE = re.compile(
+    rf"[^\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]{{1,{m.MAX_CLIENT_LENGTH}}}"
+)
 _MISSING: Any = object()
+CLIENT_EXPECTED = f"a client name (1-{m.MAX_CLIENT_LENGTH} printable characters)"
 E = TypeVar("E", bound=enum.Enum)
 M = TypeVar("M")
 
@@ -156,6 +161,7 @@ def _elevate(f: _Fields) -> m.ElevateRequest:
         host=f.optional_text("host", "a host name", pattern=_HOST_RE),
         code=f.optional_text("code", "a string without NUL", forbid="\x00"),
         timeout=f.seconds("timeout"),
+        client=f.optional_text("client", CLIENT_EXPECTED, pattern=_CLIENT_RE),
     )
 
 

@@ -37,6 +37,7 @@ def record_decision(
         argv=ar.argv,
         args=ar.args,
         code=ar.code,
+        client=ar.client,
     )
     try:
         audit.append(record)

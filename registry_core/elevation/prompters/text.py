@@ -231,6 +231,13 @@ def _warnings(request: ApprovalRequest) -> tuple[str, ...]:
     return tuple(warnings)
 
 
+def _client_fields(request: ApprovalRequest) -> tuple[Field, ...]:
+    """The agent/client the request came through, marked as its own claim."""
+    if request.client is None:
+        return ()
+    return (Field("Via client", (f"{clean(request.client)}  (as the requester says)",)),)
+
+
 def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> PromptText:
     """Everything the approval question shows, for every front-end."""
     limits = limits or Limits()
@@ -252,6 +259,7 @@ def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> Pro
         Field("Arguments", args_lines(request.args, limits), Style.CODE),
         Field("Directory", (clean(request.cwd),)),
         *_requester_fields(request, limits),
+        *_client_fields(request),
         Field("Host", (host,)),
         Field("Asks to", (request.what,)),
     ]

@@ -54,7 +54,7 @@ def test_every_message_round_trips_through_encode_and_decoder(message: Message) 
 def test_frames_are_compact_json_with_the_envelope_first() -> None:
     assert encode(PingRequest(id=1)) == b'{"v":1,"id":1,"op":"ping"}\n'
     assert list(json.loads(encode(ELEVATE))) == [
-        "v", "id", "op", "tool", "kind", "argv", "args", "cwd", "host", "code", "timeout",
+        "v", "id", "op", "tool", "kind", "argv", "args", "cwd", "host", "code", "timeout", "client",
     ]  # fmt: skip
 
 

@@ -1,0 +1,54 @@
+"""``ollie-tools mcp``: serve the registry to MCP clients (Claude Code, Codex, Goose, ...).
+
+stdio only: the client starts this command and speaks JSON-RPC on its
+stdin/stdout (``docs/mcp.md``).  Nothing else may write to stdout, so every
+message of ours goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+EXIT_USAGE = 2
+
+
+def cmd_mcp(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    import asyncio
+
+    from registry_core.mcp.server import RegistryServer
+
+    if args.timeout <= 0 or args.progress_interval <= 0:
+        print("ollie-tools mcp: --timeout and --progress-interval must be > 0", file=sys.stderr)
+        return EXIT_USAGE
+    server = RegistryServer(
+        env,
+        cwd=args.cwd,
+        timeout=args.timeout,
+        profile=args.profile,
+        progress_interval=args.progress_interval,
+    )
+    try:
+        asyncio.run(server.serve_stdio())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("mcp", help="serve the registry as an MCP server on stdin/stdout")
+    p.add_argument("--cwd", help="working directory of every call (default: the current one)")
+    p.add_argument("--profile", default="default", help="sandbox profile name (default: default)")
+    p.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds before a call's tool is killed"
+    )
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=1.0,
+        help="seconds between progress notifications of a running call (default 1)",
+    )
+    p.set_defaults(func=cmd_mcp)

@@ -1,0 +1,251 @@
+"""The MCP server: handlers, live registry, calls on worker threads.
+
+Threading/ordering: the SDK runs on an asyncio loop (one stdio session).
+``tools/call`` runs the dispatcher on a worker thread, so several calls may
+run at once and the loop keeps answering (progress, cancellation, other
+requests).  The registry snapshot is shared: the loop's inotify reader and
+the dispatcher's ``registry()`` both drain the watcher and refresh the
+loader under one lock.  A changed listing (debounced, as the Tool Browser
+does) sends ``notifications/tools/list_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+import unicodedata
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from mcp import types
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.session import ServerSession
+
+from registry_core.cli.gates import askpass_program, this_host
+from registry_core.dispatch import CallOptions, CallResult, Dispatcher
+from registry_core.dispatch.dispatcher import DEFAULT_TIMEOUT
+from registry_core.errors import (
+    ArgumentsError,
+    ElevationDeniedError,
+    OllieError,
+    ToolChangedError,
+    ToolNotFoundError,
+)
+from registry_core.mcp.cancel import CallCanceller
+from registry_core.mcp.gate import McpGate
+from registry_core.mcp.listing import listing_key, tool_listing
+from registry_core.mcp.results import call_result, error_result
+from registry_core.paths import scan_cache_dir, tools_path
+from registry_core.registry import Registry, RegistryLoader
+from registry_core.registry.watch import DirectoryWatcher
+
+_log = logging.getLogger(__name__)
+
+SERVER_NAME = "ollie-tools"
+DEBOUNCE = 0.1
+PROGRESS_INTERVAL = 1.0
+MAX_CLIENT_LABEL = 128
+INSTRUCTIONS = (
+    "Tools of this computer's Ollie tool registry. Each call runs sandboxed; tools marked "
+    "'asks for approval' run only after the person approves on their desktop."
+)
+
+
+def client_label(session: ServerSession) -> str | None:
+    """The client's name from ``initialize``, made printable (the broker shows it)."""
+    params = session.client_params
+    if params is None:
+        return None
+    name = params.clientInfo.name
+    text = "".join(ch for ch in name if unicodedata.category(ch)[0] not in "CZ" or ch == " ")
+    text = " ".join(text.split())[:MAX_CLIENT_LABEL]
+    return text or None
+
+
+class RegistryServer:
+    """One MCP server over one registry (its own loader, watcher and dispatcher)."""
+
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        *,
+        cwd: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        profile: str = "default",
+        progress_interval: float = PROGRESS_INTERVAL,
+    ) -> None:
+        self.env = dict(env)
+        self.cwd = os.path.abspath(cwd or os.getcwd())
+        self.timeout = timeout
+        self.profile = profile
+        self.progress_interval = progress_interval
+        self.loader = RegistryLoader(tools_path(self.env), self.env, cache_dir=scan_cache_dir(env))
+        self._lock = threading.Lock()
+        self._pending: set[Path] = set()
+        self._watcher: DirectoryWatcher | None = None
+        try:
+            self._watcher = DirectoryWatcher(self.loader.dirs)
+        except OSError as exc:  # no inotify: the listing is fixed at start
+            _log.warning("not watching the tools directories: %s", exc)
+        self._registry = self.loader.load()
+        self._listed = listing_key(self._registry)
+        self._listing: tuple[Registry, list[types.Tool]] | None = None
+        self._session: ServerSession | None = None
+        self._debounce: asyncio.TimerHandle | None = None
+        self.gate = McpGate(self.env, host=this_host())
+        self.dispatcher = Dispatcher(
+            registry=self.current, env=self.env, gate=self.gate, askpass=askpass_program()
+        )
+        self.server: Server[Any, Any] = Server(
+            SERVER_NAME, version=_version(), instructions=INSTRUCTIONS
+        )
+        self.server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]
+        self.server.call_tool(validate_input=False)(self._call_tool)
+
+    # --- the registry ------------------------------------------------------------
+
+    def current(self) -> Registry:
+        """The registry with every change seen so far applied (any thread)."""
+        with self._lock:
+            if self._watcher is not None:
+                self._pending |= self._watcher.changes()
+            if self._pending:
+                self._registry = self.loader.refresh(self._pending)
+                self._pending.clear()
+            return self._registry
+
+    def _on_fs_event(self) -> None:
+        with self._lock:
+            if self._watcher is not None:
+                self._pending |= self._watcher.changes()
+        if self._debounce is not None:
+            self._debounce.cancel()
+        self._debounce = asyncio.get_running_loop().call_later(DEBOUNCE, self._flush)
+
+    def _flush(self) -> None:
+        self._debounce = None
+        try:
+            key = listing_key(self.current())
+        except OllieError as exc:
+            _log.warning("could not refresh the registry: %s", exc)
+            return
+        if key == self._listed:
+            return
+        self._listed = key
+        if self._session is not None:
+            task = asyncio.get_running_loop().create_task(self._session.send_tool_list_changed())
+            task.add_done_callback(_log_failure)
+
+    # --- handlers ----------------------------------------------------------------
+
+    async def _list_tools(self) -> list[types.Tool]:
+        self._session = self.server.request_context.session
+        for attempt in (1, 2):
+            registry = self.current()
+            if self._listing is not None and self._listing[0] is registry:
+                return self._listing[1]
+            try:
+                listing = tool_listing(registry)
+            except ToolChangedError:
+                if attempt == 2:
+                    raise
+                continue
+            self._listing = (registry, listing)
+            self._listed = listing_key(registry)
+            return listing
+        raise AssertionError("unreachable")
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        ctx = self.server.request_context
+        self._session = ctx.session
+        canceller = CallCanceller()
+        options = CallOptions(
+            cwd=self.cwd,
+            timeout=self.timeout,
+            profile=self.profile,
+            client=client_label(ctx.session),
+            on_start=canceller.started,
+        )
+
+        def work() -> CallResult:
+            self.gate.bind(canceller)
+            return self.dispatcher.call(name, arguments, options)
+
+        token = ctx.meta.progressToken if ctx.meta is not None else None
+        async with anyio.create_task_group() as group:
+            if token is not None:
+                group.start_soon(self._progress, ctx.session, token, ctx.request_id)
+            try:
+                result = await self._run(work, canceller)
+            finally:
+                group.cancel_scope.cancel()
+        return result
+
+    async def _run(self, work: Any, canceller: CallCanceller) -> types.CallToolResult:
+        try:
+            result: CallResult = await anyio.to_thread.run_sync(work, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            canceller.cancel()  # the thread sees the group die and finishes on its own
+            raise
+        except ArgumentsError as exc:
+            return error_result(f"invalid arguments: {exc}", field=exc.field)
+        except ElevationDeniedError as exc:
+            return error_result(f"denied: {exc}", denied=True)
+        except ToolNotFoundError as exc:
+            return error_result(f"unknown tool: {exc}")
+        except OllieError as exc:
+            return error_result(str(exc))
+        return call_result(result)
+
+    async def _progress(self, session: ServerSession, token: str | int, request: Any) -> None:
+        start = time.monotonic()
+        while True:
+            await anyio.sleep(self.progress_interval)
+            elapsed = time.monotonic() - start
+            await session.send_progress_notification(
+                token,
+                progress=round(elapsed, 3),
+                total=self.timeout,
+                message=f"running for {elapsed:.0f} s (killed after {self.timeout:g} s)",
+                related_request_id=str(request),
+            )
+
+    # --- running -----------------------------------------------------------------
+
+    async def serve_stdio(self) -> None:
+        from mcp.server.stdio import stdio_server
+
+        loop = asyncio.get_running_loop()
+        if self._watcher is not None:
+            loop.add_reader(self._watcher.fileno(), self._on_fs_event)
+        try:
+            async with stdio_server() as (read, write):
+                options = self.server.create_initialization_options(
+                    NotificationOptions(tools_changed=True)
+                )
+                await self.server.run(read, write, options)
+        finally:
+            if self._watcher is not None:
+                loop.remove_reader(self._watcher.fileno())
+
+    def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        _log.warning("could not send list_changed: %s", task.exception())
+
+
+def _version() -> str:
+    from registry_core.elevation.core import VERSION
+
+    return VERSION
