@@ -240,7 +240,12 @@ class TrayApp:
     def show_policies(self) -> None:
         from ollie_tray.windows.policies import PoliciesWindow
 
-        self._show("policies", lambda: PoliciesWindow(self.policies))
+        self._show(
+            "policies",
+            lambda: PoliciesWindow(
+                self.policies, registry=lambda: self.loader.current, host=self.host
+            ),
+        )
 
     def show_audit(self) -> None:
         from ollie_tray.windows.audit import AuditWindow

@@ -10,18 +10,21 @@ also re-reads when shown and on its Refresh button).
 from __future__ import annotations
 
 import datetime as dt
-import os
+import json
 from collections.abc import Sequence
 from typing import Protocol
 
 from PySide6.QtCore import QObject, QSortFilterProxyModel, Qt
-from PySide6.QtGui import QShowEvent
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QPushButton,
+    QSplitter,
+    QVBoxLayout,
     QWidget,
 )
 
@@ -29,6 +32,8 @@ from ollie_tray.dialogs import common as c
 from ollie_tray.windows.common import (
     DecisionTableModel,
     Index,
+    close_row,
+    count_text,
     decision_table,
     status_label,
     window_layout,
@@ -53,8 +58,24 @@ def local_time(ts: float) -> str:
 
 
 def requester_text(record: AuditRecord) -> str:
-    exe = os.path.basename(record.requester.exe) or "?"
-    return f"{record.requester.pid} {exe}"
+    """As ``ollie-tools audit`` prints it: pid and executable."""
+    return record.requester.label()
+
+
+def detail_text(record: AuditRecord) -> str:
+    """Every recorded field of ``record``: the code in full first, then the whole JSON line.
+
+    Control and bidi characters are made visible (``c.visible``): what is shown
+    is what was recorded, with nothing able to hide or reorder text.
+    """
+    parts = [f"{local_time(record.time)}  {record.decision.value} by {record.by.value}"]
+    parts.append(f"reason: {record.reason}")
+    if record.code:
+        parts.append("code (in full):\n" + record.code)
+    if record.argv:
+        parts.append("argv: " + c.shell_join(record.argv))
+    parts.append("record:\n" + json.dumps(record.to_json(), indent=2, ensure_ascii=False))
+    return c.visible("\n\n".join(parts), multiline=True)
 
 
 class AuditTableModel(DecisionTableModel[AuditRecord]):
@@ -165,6 +186,21 @@ class AuditWindow(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
 
         self.table = decision_table(self.proxy, "Recent decisions table")
+        self.detail = QPlainTextEdit()
+        self.detail.setReadOnly(True)
+        self.detail.setAccessibleName("Everything recorded about the selected decision")
+        self.detail.setPlaceholderText("Select a decision to see everything recorded about it.")
+        self.detail.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.detail.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.copy_button = QPushButton("Co&py details")
+        self.copy_button.setAccessibleName("Copy the selected decision's details")
+        self.copy_button.setEnabled(False)
+        self.copy_button.clicked.connect(self.copy_details)
+        self.table.selectionModel().selectionChanged.connect(self._show_selected)
+        self.proxy.modelReset.connect(self._show_selected)
 
         self.status_label = status_label()
         self.proxy.rowsInserted.connect(self._update_status)
@@ -180,11 +216,41 @@ class AuditWindow(QWidget):
         controls.addWidget(self.decision_combo)
         controls.addWidget(self.refresh_button)
 
+        pane = QWidget()
+        pane_layout = QVBoxLayout(pane)
+        pane_layout.setContentsMargins(0, 0, 0, 0)
+        pane_layout.addWidget(self.detail, 1)
+        copy_row = QHBoxLayout()
+        copy_row.addStretch(1)
+        copy_row.addWidget(self.copy_button)
+        pane_layout.addLayout(copy_row)
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.table)
+        splitter.addWidget(pane)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+
         layout = window_layout(self)
         layout.addLayout(controls)
-        layout.addWidget(self.table, 1)
+        layout.addWidget(splitter, 1)
         layout.addWidget(self.status_label)
+        layout.addLayout(close_row(self))
         self.refresh()
+
+    def selected_record(self) -> AuditRecord | None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows:
+            return None
+        source = self.proxy.mapToSource(rows[0])
+        return self.model.record(source.row()) if source.isValid() else None
+
+    def copy_details(self) -> None:
+        QGuiApplication.clipboard().setText(self.detail.toPlainText())
+
+    def _show_selected(self) -> None:
+        record = self.selected_record()
+        self.detail.setPlainText("" if record is None else detail_text(record))
+        self.copy_button.setEnabled(record is not None)
 
     def refresh(self) -> None:
         """Re-read the last ``limit`` records."""
@@ -224,6 +290,9 @@ class AuditWindow(QWidget):
         if total == 0:
             self.status_label.setText("No decisions recorded yet.")
         elif shown == total:
-            self.status_label.setText(f"{total} most recent decision(s).")
+            self.status_label.setText(f"{count_text(total, 'most recent decision')}.")
         else:
-            self.status_label.setText(f"{shown} of {total} most recent decision(s) match.")
+            verb = "matches" if shown == 1 else "match"
+            self.status_label.setText(
+                f"{shown} of {count_text(total, 'most recent decision')} {verb}."
+            )

@@ -16,16 +16,19 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from PySide6.QtCore import (
     QAbstractItemModel,
     QAbstractTableModel,
+    QEvent,
     QModelIndex,
     QObject,
     QPersistentModelIndex,
     Qt,
 )
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeyEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPushButton,
     QTableView,
     QVBoxLayout,
     QWidget,
@@ -136,3 +139,49 @@ def window_layout(window: QWidget) -> QVBoxLayout:
     layout.setContentsMargins(14, 12, 14, 12)
     layout.setSpacing(8)
     return layout
+
+
+def count_text(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 tool``, ``2 tools``, ``0 tools``; ``plural`` for irregular words (``1 policy``)."""
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+class _EscapeCloses(QObject):
+    """Esc pressed anywhere in the window (and not used by the focused widget) closes it."""
+
+    def __init__(self, window: QWidget) -> None:
+        super().__init__(window)
+        self._window = window
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (
+            event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+            and event.modifiers() == Qt.KeyboardModifier.NoModifier
+        ):
+            self._window.close()
+            return True
+        return False
+
+
+def closable(window: QWidget) -> QPushButton:
+    """Esc closes ``window``; returns its Close button (the caller places it).
+
+    The key reaches the window when the focused widget does not use it (a key
+    event travels up to the parents), so a filter that clears itself on Esc
+    keeps working.
+    """
+    window.installEventFilter(_EscapeCloses(window))
+    button = QPushButton("&Close")
+    button.setAccessibleName("Close this window")
+    button.clicked.connect(window.close)
+    return button
+
+
+def close_row(window: QWidget) -> QHBoxLayout:
+    """A bottom row with the window's Close button on the right (see :func:`closable`)."""
+    row = QHBoxLayout()
+    row.addStretch(1)
+    row.addWidget(closable(window))
+    return row

@@ -36,14 +36,24 @@ from PySide6.QtWidgets import (
 from ollie_tray.dialogs import common as c
 from ollie_tray.windows.common import (
     DecisionTableModel,
+    close_row,
+    count_text,
     decision_table,
     status_label,
     window_layout,
 )
+from ollie_tray.windows.policy_editor import PolicyChoice, PolicyEditor
 from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policy_build import (
+    UnknownToolError,
+    allow_policy,
+    check_known,
+    deny_policies,
+)
 from registry_core.elevation.policy_file import Policy, PolicyKey, iso_time
 from registry_core.elevation.prompter import Remember
-from registry_core.errors import PolicyError
+from registry_core.errors import OllieError, PolicyError
+from registry_core.registry import Registry
 
 COLUMNS = ("Tool", "Kind", "Host", "Decision", "Expires", "Bound executable")
 DURATION_CHOICES = (Remember.MINUTES_15, Remember.HOUR, Remember.ALWAYS)
@@ -57,6 +67,8 @@ class PolicySource(Protocol):
     def revoke(self, tool: str, kind: Kind | str | None = None, host: str | None = None) -> int: ...
 
     def revoke_all(self) -> int: ...
+
+    def set(self, policy: Policy) -> None: ...
 
     def change_duration(
         self, tool: str, kind: Kind | str, host: str, remember: Remember
@@ -137,14 +149,19 @@ class PoliciesWindow(QWidget):
         self,
         store: PolicySource,
         *,
+        registry: Callable[[], Registry] | None = None,
+        host: str = "",
         refresh_ms: int = 5000,
         clock: Callable[[], float] = time.time,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self._store = store
+        self._registry = registry
+        self._host = host
         self._clock = clock
         self.confirm_box: QMessageBox | None = None
+        self.editor: PolicyEditor | None = None
         self.setWindowTitle("Ollie — remembered decisions")
         self.setAccessibleName("Remembered decisions")
         self.resize(940, 420)
@@ -179,10 +196,21 @@ class PoliciesWindow(QWidget):
         self.change_button.setAccessibleName("Change the duration of the selected decisions")
         self.change_button.clicked.connect(self.change_selected)
 
+        self.new_button = QPushButton("&New…")
+        self.new_button.setAccessibleName("Remember a new decision")
+        self.new_button.clicked.connect(self._new)
+        self.edit_button = QPushButton("&Edit…")
+        self.edit_button.setAccessibleName("Edit the selected decision")
+        self.edit_button.clicked.connect(self._edit_selected)
+        self.new_button.setVisible(registry is not None)
+        self.edit_button.setVisible(registry is not None)
+
         self.status_label = status_label()
         self.status_label.setWordWrap(True)
 
         buttons = QHBoxLayout()
+        buttons.addWidget(self.new_button)
+        buttons.addWidget(self.edit_button)
         buttons.addWidget(self.revoke_button)
         buttons.addWidget(self.revoke_all_button)
         buttons.addStretch(1)
@@ -195,6 +223,7 @@ class PoliciesWindow(QWidget):
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)
         layout.addWidget(self.status_label)
+        layout.addLayout(close_row(self))
 
         self._timer = QTimer(self)
         self._timer.setInterval(max(250, refresh_ms))
@@ -218,7 +247,7 @@ class PoliciesWindow(QWidget):
         if not policies and not self.status_label.property("error"):
             self._say("No remembered decisions: Ollie asks every time.")
         elif not self.status_label.property("error"):
-            self._say(f"{len(policies)} remembered decision(s).")
+            self._say(f"{count_text(len(policies), 'remembered decision')}.")
         self._update_buttons()
 
     def store_changed(self) -> None:
@@ -238,7 +267,7 @@ class PoliciesWindow(QWidget):
             return
         self._edit(
             lambda: [self._store.revoke(p.tool, p.kind, p.host) for p in chosen],
-            f"Revoked {len(chosen)} decision(s).",
+            f"Revoked {count_text(len(chosen), 'decision')}.",
         )
 
     def revoke_all(self, *, confirm: bool = True) -> None:
@@ -266,8 +295,61 @@ class PoliciesWindow(QWidget):
         remember = Remember(self.duration_combo.currentData())
         self._edit(
             lambda: [self._store.change_duration(p.tool, p.kind, p.host, remember) for p in chosen],
-            f"Changed {len(chosen)} decision(s) to “{remember.label.lower()}”.",
+            f"Changed {count_text(len(chosen), 'decision')} to “{remember.label.lower()}”.",
         )
+
+    def open_editor(self, editing: Policy | None = None) -> PolicyEditor:
+        """The New…/Edit… dialog (window-modal, opened with ``open()``)."""
+        names = [t.name for t in self._registry().all()] if self._registry else []
+        editor = PolicyEditor(names, self._host, editing=editing, parent=self)
+        editor.accepted.connect(lambda: self.save_choice(editor.choice(), editing))
+        editor.finished.connect(editor.deleteLater)
+        self.editor = editor
+        editor.open()
+        return editor
+
+    def save_choice(self, choice: PolicyChoice, replacing: Policy | None = None) -> None:
+        """Store what the editor chose, built exactly as ``ollie-tools policy`` builds it."""
+
+        def action() -> None:
+            if self._registry is None:
+                raise PolicyError("no registry to check the tool against")
+            registry = self._registry()
+            try:
+                check_known(registry, choice.tool, "this host's tools")
+            except UnknownToolError as exc:
+                raise PolicyError(f"no tool named {exc.name!r} on this host") from exc
+            if not choice.host:
+                raise PolicyError("a rule needs a host")
+            now = self._clock()
+            if choice.decision is Decision.ALLOW:
+                policies = [
+                    allow_policy(
+                        registry,
+                        choice.tool,
+                        kind=choice.kind,
+                        host=choice.host,
+                        remember=choice.remember,
+                        now=now,
+                    )
+                ]
+            else:
+                policies = deny_policies(choice.tool, kind=choice.kind, host=choice.host, now=now)
+            for policy in policies:
+                self._store.set(policy)
+            if replacing is not None and replacing.key not in {p.key for p in policies}:
+                self._store.revoke(replacing.tool, replacing.kind, replacing.host)
+
+        verb = "allow" if choice.decision is Decision.ALLOW else "deny"
+        self._edit(action, f"Remembered: {verb} {choice.tool} on {choice.host}.")
+
+    def _new(self) -> None:
+        self.open_editor()
+
+    def _edit_selected(self) -> None:
+        chosen = self.selected_policies()
+        if len(chosen) == 1:
+            self.open_editor(chosen[0])
 
     # --- events ------------------------------------------------------------------
 
@@ -293,7 +375,7 @@ class PoliciesWindow(QWidget):
         self.status_label.setProperty("error", False)
         try:
             action()
-        except PolicyError as exc:
+        except OllieError as exc:
             self.refresh()
             self._say(str(exc), error=True)
             return
@@ -322,6 +404,7 @@ class PoliciesWindow(QWidget):
         has_rows = self.model.rowCount() > 0
         has_selection = bool(self.table.selectionModel().selectedRows())
         self.revoke_button.setEnabled(has_selection)
+        self.edit_button.setEnabled(len(self.table.selectionModel().selectedRows()) == 1)
         self.change_button.setEnabled(has_selection)
         self.duration_combo.setEnabled(has_selection)
         self.revoke_all_button.setEnabled(has_rows)

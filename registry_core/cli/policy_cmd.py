@@ -26,6 +26,7 @@ from registry_core.paths import audit_file, policies_file, scan_cache_dir, tools
 if TYPE_CHECKING:
     from registry_core.elevation.audit import AuditRecord
     from registry_core.elevation.policies import Policy, PolicyStore
+    from registry_core.registry import Registry
 
 # The policy store, audit log and registry are imported by the handlers that use
 # them, so other `ollie-tools` commands start without them.
@@ -103,31 +104,31 @@ def cmd_policy_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) 
 def known_tool(env: dict[str, str], name: str, *, force: bool) -> bool:
     """Whether the registry knows ``name`` (in any state: available, hidden, broken).
 
-    ``allow`` and ``deny`` both ask this first: a rule for a tool nobody has is
-    almost always a typo, so it is refused (:class:`PolicyError`) unless
+    ``allow`` and ``deny`` both ask this first (``policy_build.check_known``): a
+    rule for a tool nobody has is almost always a typo, so it is refused unless
     ``force``, and then the person is told the tool is unknown.
     """
-    from registry_core.registry import RegistryLoader
-    from registry_core.registry.meta import TOOL_NAME_RE
+    from registry_core.elevation.policy_build import UnknownToolError, check_known
 
-    if not TOOL_NAME_RE.fullmatch(name):
-        raise PolicyError(f"{name!r} is not a valid tool name ([A-Za-z0-9_.-], no leading '.')")
-    loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
-    if name in loader.load():
-        return True
-    where = ":".join(str(d) for d in tools_path(env))
-    if not force:
-        raise PolicyError(
-            f"no tool named {name!r} in {where} (add --force to remember a rule for it anyway)"
-        )
-    _warn(f"no tool named {name!r} in {where}: remembering the rule for an unknown tool")
-    return False
+    try:
+        check_known(_registry(env), name, ":".join(str(d) for d in tools_path(env)))
+    except UnknownToolError as exc:
+        if not force:
+            raise
+        where = ":".join(str(d) for d in tools_path(env))
+        _warn(f"no tool named {exc.name!r} in {where}: remembering the rule for an unknown tool")
+        return False
+    return True
+
+
+def _registry(env: dict[str, str]) -> Registry:
+    from registry_core.registry import RegistryLoader
+
+    return RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env)).load()
 
 
 def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.policies import Policy, file_sha256
-    from registry_core.elevation.policy_file import DURATIONS
-    from registry_core.registry import RegistryLoader
+    from registry_core.elevation.policy_build import allow_policy
 
     try:
         if not known_tool(env, args.tool, force=args.force):
@@ -135,27 +136,13 @@ def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO)
                 f"an allow is bound to the tool's executable and its sha256: "
                 f"{args.tool!r} has none here"
             )
-        loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
-        tool = loader.load().usable(args.tool)
-        if tool.executable is None:
-            raise PolicyError(f"tool {tool.name!r} has no executable ({tool.resolution_detail})")
-        sha256 = file_sha256(tool.executable)
-        if sha256 is None:
-            raise PolicyError(f"cannot read {tool.executable} to bind the allow to its sha256")
-        kind = Kind(args.kind) if args.kind else (Kind.SUDO if tool.sudo else Kind.SANDBOX)
-        remember = Remember(args.duration)
-        now = time.time()
-        duration = DURATIONS.get(remember)
-        policy = Policy(
-            tool=tool.name,
-            kind=kind,
+        policy = allow_policy(
+            _registry(env),
+            args.tool,
+            kind=Kind(args.kind) if args.kind else None,
             host=args.host or this_host(),
-            decision=Decision.ALLOW,
-            remember=remember,
-            created=now,
-            expires=None if duration is None else now + duration,
-            executable=str(tool.executable),
-            sha256=sha256,
+            remember=Remember(args.duration),
+            now=time.time(),
         )
         _store(env).set(policy)
     except OllieError as exc:
@@ -165,22 +152,15 @@ def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO)
 
 
 def cmd_policy_deny(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.policies import Policy
+    from registry_core.elevation.policy_build import deny_policies
 
-    kinds = [Kind(args.kind)] if args.kind else list(Kind)
-    now = time.time()
     try:
         known_tool(env, args.tool, force=args.force)
         store = _store(env)
-        for kind in kinds:
-            policy = Policy(
-                tool=args.tool,
-                kind=kind,
-                host=args.host or this_host(),
-                decision=Decision.DENY,
-                remember=Remember.DENY_ALWAYS,
-                created=now,
-            )
+        kind = Kind(args.kind) if args.kind else None
+        for policy in deny_policies(
+            args.tool, kind=kind, host=args.host or this_host(), now=time.time()
+        ):
             store.set(policy)
             print(f"remembered: {policy.describe()}", file=out)
     except OllieError as exc:

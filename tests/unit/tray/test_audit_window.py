@@ -81,7 +81,7 @@ def test_newest_first(qtbot: QtBot, log: AuditLog) -> None:
         "apt_upgrade",
         "system_logs",
     ]
-    assert window.status_label.text() == "5 most recent decision(s)."
+    assert window.status_label.text() == "5 most recent decisions."
     assert window.windowTitle() == "Ollie — audit log"
 
 
@@ -95,7 +95,7 @@ def test_columns(qtbot: QtBot, log: AuditLog) -> None:
         "laptop",
         "deny",
         "user",
-        "4242 python3.11",
+        "4242 /usr/bin/python3.11",
         "Denied by the user",
     ]
     tooltip = str(window.proxy.index(0, 1).data(Qt.ItemDataRole.ToolTipRole))
@@ -111,7 +111,7 @@ def test_text_filter_is_case_insensitive_over_all_columns(qtbot: QtBot, log: Aud
     assert shown_tools(window) == ["apt_upgrade"]
     window.filter_edit.setText("policy")  # the "by" column
     assert shown_tools(window) == ["disk_usage", "apt_upgrade"]
-    assert window.status_label.text() == "2 of 5 most recent decision(s) match."
+    assert window.status_label.text() == "2 of 5 most recent decisions match."
     window.filter_edit.clear()
     assert len(shown_tools(window)) == 5
 
