@@ -45,8 +45,47 @@ def runtime_dir(env: Mapping[str, str]) -> Path:
     return Path(f"/tmp/ollie-runtime-{os.getuid()}")  # noqa: S108
 
 
+def _absolute(value: str) -> Path:
+    return Path(os.path.abspath(value))
+
+
 def ollie_config_dir(env: Mapping[str, str]) -> Path:
+    """Ollie's config root, shared with the ollie-core runtime.
+
+    ``$OLLIE_CFG_PATH`` when set and non-empty (ollie-core's own variable, taken
+    as is), else ``$XDG_CONFIG_HOME/ollie``, else ``~/.config/ollie``.
+    ollie-core itself ignores ``XDG_CONFIG_HOME``: with a non-default
+    ``XDG_CONFIG_HOME``, set ``OLLIE_CFG_PATH`` so both read the same files
+    (docs/ollie-core.md).
+    """
+    value = env.get("OLLIE_CFG_PATH")
+    if value:
+        return _absolute(value)
     return config_home(env) / "ollie"
+
+
+def ollie_data_dir(env: Mapping[str, str]) -> Path:
+    """Ollie's data root as ollie-core defines it.
+
+    ``$OLLIE_DATA_PATH`` when set and non-empty, else ``~/.local/share/ollie``.
+    """
+    value = env.get("OLLIE_DATA_PATH")
+    if value:
+        return _absolute(value)
+    return _home(env) / ".local" / "share" / "ollie"
+
+
+def plugins_dir(env: Mapping[str, str]) -> Path:
+    """Where ollie-core looks for its plugins (``x/elevate``).
+
+    The first entry of ``$OLLIE_PLUGINS_PATH``, else ``<config root>/scripts/x``.
+    """
+    raw = env.get("OLLIE_PLUGINS_PATH")
+    if raw:
+        first = raw.split(":", 1)[0]
+        if first:
+            return _absolute(first)
+    return ollie_config_dir(env) / "scripts" / "x"
 
 
 def default_tools_dir(env: Mapping[str, str]) -> Path:

@@ -12,7 +12,6 @@ lock.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import threading
@@ -47,13 +46,14 @@ from registry_core.registry.schema import validator_for
 from registry_core.sandbox import (
     Access,
     EffectiveRules,
-    PathRule,
+    LddResolver,
     SandboxCache,
     SandboxProfile,
     effective_rules,
     load_profile,
     parse_profile_text,
     sandbox_env,
+    with_command,
 )
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 
@@ -130,8 +130,8 @@ class RulesCache:
     yet, an oversized or non-UTF-8 file) goes through :func:`load_profile`,
     which installs, or raises its precise :class:`ProfileError`.
 
-    Effective rules are a pure function of (profile, environment, cwd) except
-    with ``advanced.ldd``, which inspects files; those are never memoized.
+    Effective rules are a pure function of (profile, environment, cwd);
+    ``advanced.ldd`` is applied per call (:func:`with_command`).
     Not thread-safe: the dispatcher holds its lock around every use.
     """
 
@@ -167,8 +167,6 @@ class RulesCache:
         return profile
 
     def rules(self, profile: SandboxProfile, env: Mapping[str, str], cwd: str) -> EffectiveRules:
-        if profile.advanced.ldd:
-            return effective_rules(profile, env, cwd)
         key = (profile, cwd, frozenset(env.items()))
         cached = self._rules.get(key)
         if cached is not None:
@@ -189,6 +187,7 @@ class Dispatcher:
     askpass: str | None = None
     _cache: SandboxCache = field(default_factory=SandboxCache, init=False, repr=False)
     _rules: RulesCache = field(default_factory=RulesCache, init=False, repr=False)
+    _ldd: LddResolver = field(default_factory=LddResolver, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def tool_env(self, registry: Registry) -> dict[str, str]:
@@ -260,9 +259,11 @@ class Dispatcher:
             profile = self._rules.profile(self.env, options.profile)
             # Templates see the dispatcher's environment plus the tools path actually in use.
             rules = self._rules.rules(profile, {**self.env, **extra}, cwd)
-            # The tool may always run (and read) its own executable, wherever cmd points.
-            own = PathRule(executable, Access.ROX, "tool executable")
-            rules = dataclasses.replace(rules, paths=(*rules.paths, own))
+            # The tool may always run (and read) its own executable, wherever cmd points;
+            # advanced.ldd adds that executable's libraries.
+            rules = with_command(
+                rules, executable, origin="tool executable", always=True, libraries=self._ldd
+            )
             sandbox = self._cache.get(rules)
         env = sandbox_env(rules, self.env)
         if "PATH" in env:

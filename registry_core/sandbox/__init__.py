@@ -44,6 +44,7 @@ from registry_core.sandbox.rules import (
     PathRule,
     effective_rules,
     expand_path,
+    with_command,
 )
 
 __all__ = [
@@ -76,4 +77,5 @@ __all__ = [
     "parse_profile_text",
     "prepare",
     "sandbox_env",
+    "with_command",
 ]

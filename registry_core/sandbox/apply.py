@@ -175,7 +175,10 @@ def sandbox_env(
     profile lists them.  ``always`` names are kept too (when present).
     """
     patterns = (*rules.env, *always)
-    return {name: value for name, value in base_env.items() if _allowed(name, patterns)}
+    env = {name: value for name, value in base_env.items() if _allowed(name, patterns)}
+    # NAME=VALUE entries set the variable (as landrun does for ollie-core).
+    env.update(rules.env_values)
+    return env
 
 
 class SandboxCache:

@@ -1,17 +1,20 @@
-"""Sandbox profiles: the YAML files in ``$XDG_CONFIG_HOME/ollie/sandbox``.
+"""Sandbox profiles: the YAML files in ``<ollie config>/sandbox``.
 
-The key set is the one of the public ollie-core runtime, so its profiles load
-unchanged::
+The key set **and meaning** are those of the public ollie-core runtime, so its
+profiles load here unchanged and ours load there (docs/ollie-core.md lists the
+few deliberate differences)::
 
     filesystem: {ro: [...], rox: [...], rw: [...], rwx: [...]}
-    network: {enabled: true, unrestricted: false, bind_tcp: [], connect_tcp: [443]}
-    env: [PATH, LANG]
-    general: {best_effort: false, log_level: info}
-    advanced: {ldd: false, add_exec: []}
+    network: {enabled: true, unrestricted: false, bind_tcp: [], connect_tcp: ["443"]}
+    env: [PATH, LANG, EDITOR=vi]
+    general: {best_effort: false, log_level: error}
+    advanced: {ldd: false, add_exec: false}
 
-This module only reads and validates; a :class:`SandboxProfile` is the
-profile *as written* (path templates unexpanded).  Unknown keys are collected
-as warnings; wrong types or values raise :class:`ProfileError` naming the
+The YAML is read with ollie-core's (yaml.v3) rules, see
+:mod:`registry_core.sandbox.yamlnodes`.  This module only reads and
+validates; a :class:`SandboxProfile` is the profile *as written* (path
+templates unexpanded).  Unknown keys are collected as warnings (ollie-core
+ignores them); wrong types or values raise :class:`ProfileError` naming the
 file, the key and the value.  Template expansion lives in
 :mod:`registry_core.sandbox.rules`.
 """
@@ -26,15 +29,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from yaml.nodes import Node, SequenceNode
 
 from registry_core.errors import ProfileError
 from registry_core.paths import resources_dir, sandbox_profile_path
+from registry_core.sandbox import yamlnodes as yn
 
 MAX_PROFILE_BYTES = 1024 * 1024
 DEFAULT_PROFILE = "default"
 _NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-# An env allowlist entry: a variable name, optionally ending in ``*`` (prefix).
-_ENV_ENTRY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\*?")
+# A TCP port as landrun parses it here: decimal, no sign, no leading zero.
+_PORT_RE = re.compile(r"[1-9][0-9]{0,4}")
 
 
 class Access(enum.Enum):
@@ -49,12 +54,14 @@ class Access(enum.Enum):
 class NetworkMode(enum.Enum):
     """What the ``network`` section amounts to."""
 
-    DENY = "deny"  # enabled: false -> no TCP bind/connect at all
+    DENY = "deny"  # enabled: false (or missing) -> no TCP bind/connect at all
     RESTRICTED = "restricted"  # only the listed TCP ports
     UNRESTRICTED = "unrestricted"  # Landlock does not restrict the network
 
 
 class LogLevel(enum.Enum):
+    """``general.log_level``: ollie-core hands it to landrun (error, info, debug)."""
+
     TRACE = "trace"
     DEBUG = "debug"
     INFO = "info"
@@ -63,7 +70,15 @@ class LogLevel(enum.Enum):
     OFF = "off"
 
 
-_LOG_LEVEL_ALIASES = {"warning": LogLevel.WARN, "none": LogLevel.OFF}
+_LANDRUN_LEVELS = (LogLevel.ERROR, LogLevel.INFO, LogLevel.DEBUG)
+# Accepted before ollie-core compatibility was checked; landrun does not know them.
+_LEGACY_LEVELS = {
+    "trace": LogLevel.TRACE,
+    "warn": LogLevel.WARN,
+    "warning": LogLevel.WARN,
+    "off": LogLevel.OFF,
+    "none": LogLevel.OFF,
+}
 
 
 @dataclass(frozen=True)
@@ -82,13 +97,15 @@ class FilesystemSection:
 
 @dataclass(frozen=True)
 class NetworkSection:
-    enabled: bool = True
+    # Missing means false, as in ollie-core: no TCP at all.
+    enabled: bool = False
     unrestricted: bool = False
     bind_tcp: tuple[int, ...] = ()
     connect_tcp: tuple[int, ...] = ()
 
     @property
     def mode(self) -> NetworkMode:
+        # ollie-core lets unrestricted win over enabled: false; we deny (safer) and warn.
         if not self.enabled:
             return NetworkMode.DENY
         if self.unrestricted:
@@ -99,13 +116,19 @@ class NetworkSection:
 @dataclass(frozen=True)
 class GeneralSection:
     best_effort: bool = False
-    log_level: LogLevel = LogLevel.INFO
+    # landrun's own default when ollie-core passes no --log-level.
+    log_level: LogLevel = LogLevel.ERROR
 
 
 @dataclass(frozen=True)
 class AdvancedSection:
+    # ollie-core's meaning: ``ldd`` adds the shared libraries of the command
+    # that runs, ``add_exec`` the command's own executable (both read+execute).
     ldd: bool = False
-    add_exec: tuple[str, ...] = ()
+    add_exec: bool = False
+    # Extra read+execute paths: the list form ``add_exec: [...]`` of earlier
+    # Ollie Tray versions (ollie-core's loader rejects it; warned).
+    exec_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,146 +139,169 @@ class SandboxProfile:
     source: str
     filesystem: FilesystemSection = FilesystemSection()
     network: NetworkSection = NetworkSection()
+    # Variables passed through by name (``PREFIX*`` passes every match).
     env: tuple[str, ...] = ()
     general: GeneralSection = GeneralSection()
     advanced: AdvancedSection = AdvancedSection()
     warnings: tuple[str, ...] = ()
+    # ``KEY=VALUE`` entries of ``env``: the variable is set to VALUE.
+    env_values: tuple[tuple[str, str], ...] = ()
 
 
-class _Parser:
-    """Validates the parsed YAML of one file, collecting warnings."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.warnings: list[str] = []
-
-    def fail(self, key: str, message: str, value: object) -> ProfileError:
-        return ProfileError(self.source, f"{key}: {message}, got {value!r}")
-
-    def section(self, key: str, value: object, known: tuple[str, ...]) -> Mapping[str, object]:
-        if value is None:
-            return {}
-        if not isinstance(value, Mapping):
-            raise self.fail(key, "expected a mapping", value)
-        for sub in value:
-            if sub not in known:
-                self.warnings.append(f"unknown key '{key}.{sub}' (ignored)")
-        return value
-
-    def boolean(self, key: str, value: object, default: bool) -> bool:
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise self.fail(key, "expected true or false", value)
-        return value
-
-    def strings(self, key: str, value: object) -> tuple[str, ...]:
-        if value is None:
-            return ()
-        if isinstance(value, str) or not isinstance(value, list):
-            raise self.fail(key, "expected a list of strings", value)
-        for item in value:
-            if not isinstance(item, str) or not item:
-                raise self.fail(key, "expected a non-empty string", item)
-        return tuple(value)
-
-    def ports(self, key: str, value: object) -> tuple[int, ...]:
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            raise self.fail(key, "expected a list of TCP ports", value)
-        ports: list[int] = []
-        for item in value:
-            port = _port(item)
-            if port is None:
-                raise self.fail(key, "expected a TCP port number 1..65535", item)
-            if port not in ports:
-                ports.append(port)
-        return tuple(ports)
-
-    def log_level(self, key: str, value: object) -> LogLevel:
-        if value is None:
-            return LogLevel.INFO
-        if isinstance(value, str):
-            word = value.strip().lower()
-            if word in _LOG_LEVEL_ALIASES:
-                return _LOG_LEVEL_ALIASES[word]
-            for level in LogLevel:
-                if level.value == word:
-                    return level
-        choices = ", ".join(level.value for level in LogLevel)
-        raise self.fail(key, f"expected one of {choices}", value)
+def _ports(key: str, node: Node | None) -> tuple[int, ...]:
+    """A list of port strings; each may hold several, comma-separated (as landrun splits)."""
+    ports: list[int] = []
+    items = node.value if isinstance(node, SequenceNode) else []
+    for index, entry in enumerate(yn.strings(key, node)):
+        for part in entry.split(","):
+            word = part.strip()
+            if not _PORT_RE.fullmatch(word) or int(word) > 65535:
+                raise yn.NodeError(
+                    key, 'expected TCP ports 1..65535 (e.g. "443" or "80,443")', items[index], entry
+                )
+            if int(word) not in ports:
+                ports.append(int(word))
+    return tuple(ports)
 
 
-def _port(item: object) -> int | None:
-    if isinstance(item, bool):
-        return None
-    if isinstance(item, int):
-        number = item
-    elif isinstance(item, str) and item.strip().isdigit():
-        number = int(item.strip())
-    else:
-        return None
-    return number if 1 <= number <= 65535 else None
-
-
-def parse_profile(data: object, *, name: str, source: str) -> SandboxProfile:
-    """Validate YAML-parsed ``data`` into a :class:`SandboxProfile`."""
-    parser = _Parser(source)
-    top = parser.section("profile", data, ("filesystem", "network", "env", "general", "advanced"))
-    fs = parser.section("filesystem", top.get("filesystem"), tuple(a.value for a in Access))
-    filesystem = FilesystemSection(
-        **{a.value: parser.strings(f"filesystem.{a.value}", fs.get(a.value)) for a in Access}
+def _log_level(node: Node | None, warnings: list[str]) -> LogLevel:
+    word = yn.string("general.log_level", node).strip()
+    if not word:
+        return GeneralSection.log_level
+    for level in _LANDRUN_LEVELS:
+        if level.value == word:
+            return level
+    legacy = _LEGACY_LEVELS.get(word.lower()) or next(
+        (level for level in _LANDRUN_LEVELS if level.value == word.lower()), None
     )
-    net = parser.section(
-        "network", top.get("network"), ("enabled", "unrestricted", "bind_tcp", "connect_tcp")
+    if legacy is not None:
+        warnings.append(
+            f"general.log_level: {word!r} is not a landrun level (error, info, debug); "
+            f"ollie-core would pass it to landrun as is"
+        )
+        return legacy
+    warnings.append(
+        f"general.log_level: unknown level {word!r} ignored (landrun knows error, info, debug)"
+    )
+    return GeneralSection.log_level
+
+
+def _env(
+    node: Node | None, warnings: list[str]
+) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    names: list[str] = []
+    values: list[tuple[str, str]] = []
+    for entry in yn.strings("env", node):
+        if "\0" in entry:
+            raise yn.NodeError("env", "a NUL byte cannot be in the environment", node, entry)
+        if not entry:
+            warnings.append("env: an empty entry passes nothing (ignored)")
+            continue
+        if "=" in entry:
+            name, _, value = entry.partition("=")
+            if not name:
+                raise yn.NodeError("env", "expected NAME or NAME=VALUE", node, entry)
+            values.append((name, value))
+        elif entry not in names:
+            names.append(entry)
+    return tuple(names), tuple(values)
+
+
+def _advanced(node: Node | None, warnings: list[str]) -> AdvancedSection:
+    adv = yn.mapping("advanced", node)
+    warnings.extend(yn.unknown_keys("advanced", adv, ("ldd", "add_exec")))
+    add_exec = adv.get("add_exec")
+    if isinstance(add_exec, SequenceNode):
+        paths = tuple(p for p in yn.strings("advanced.add_exec", add_exec) if p)
+        warnings.append(
+            "advanced.add_exec: a list is an old Ollie Tray form that ollie-core's loader "
+            "rejects; put these paths under filesystem.rox and write add_exec: false"
+            + (" (the list is empty)" if not paths else "")
+        )
+        return AdvancedSection(yn.boolean("advanced.ldd", adv.get("ldd")), False, paths)
+    return AdvancedSection(
+        ldd=yn.boolean("advanced.ldd", adv.get("ldd")),
+        add_exec=yn.boolean("advanced.add_exec", add_exec),
+    )
+
+
+def _network(node: Node | None, warnings: list[str]) -> NetworkSection:
+    net = yn.mapping("network", node)
+    warnings.extend(
+        yn.unknown_keys("network", net, ("enabled", "unrestricted", "bind_tcp", "connect_tcp"))
     )
     network = NetworkSection(
-        enabled=parser.boolean("network.enabled", net.get("enabled"), True),
-        unrestricted=parser.boolean("network.unrestricted", net.get("unrestricted"), False),
-        bind_tcp=parser.ports("network.bind_tcp", net.get("bind_tcp")),
-        connect_tcp=parser.ports("network.connect_tcp", net.get("connect_tcp")),
+        enabled=yn.boolean("network.enabled", net.get("enabled")),
+        unrestricted=yn.boolean("network.unrestricted", net.get("unrestricted")),
+        bind_tcp=_ports("network.bind_tcp", net.get("bind_tcp")),
+        connect_tcp=_ports("network.connect_tcp", net.get("connect_tcp")),
     )
-    if network.mode is not NetworkMode.RESTRICTED and (network.bind_tcp or network.connect_tcp):
-        parser.warnings.append(
+    if network.unrestricted and not network.enabled:
+        warnings.append(
+            "network: unrestricted: true without enabled: true denies all TCP here "
+            "(ollie-core would allow all); write enabled: true to allow it"
+        )
+    elif network.mode is not NetworkMode.RESTRICTED and (network.bind_tcp or network.connect_tcp):
+        warnings.append(
             f"network: bind_tcp/connect_tcp are ignored when the network is {network.mode.value}"
         )
-    env = parser.strings("env", top.get("env"))
-    for entry in env:
-        if not _ENV_ENTRY_RE.fullmatch(entry):
-            raise parser.fail("env", "expected an environment variable name (or PREFIX*)", entry)
-    gen = parser.section("general", top.get("general"), ("best_effort", "log_level"))
-    general = GeneralSection(
-        best_effort=parser.boolean("general.best_effort", gen.get("best_effort"), False),
-        log_level=parser.log_level("general.log_level", gen.get("log_level")),
+    return network
+
+
+def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
+    warnings: list[str] = []
+    top = yn.mapping("profile", root)
+    warnings.extend(
+        yn.unknown_keys("profile", top, ("filesystem", "network", "env", "general", "advanced"))
     )
-    adv = parser.section("advanced", top.get("advanced"), ("ldd", "add_exec"))
-    advanced = AdvancedSection(
-        ldd=parser.boolean("advanced.ldd", adv.get("ldd"), False),
-        add_exec=parser.strings("advanced.add_exec", adv.get("add_exec")),
+    fs = yn.mapping("filesystem", top.get("filesystem"))
+    warnings.extend(yn.unknown_keys("filesystem", fs, tuple(a.value for a in Access)))
+    sections: dict[str, tuple[str, ...]] = {}
+    for access in Access:
+        key = f"filesystem.{access.value}"
+        entries = yn.strings(key, fs.get(access.value))
+        if "" in entries:
+            warnings.append(f"{key}: an empty path allows nothing (ignored)")
+        sections[access.value] = tuple(e for e in entries if e)
+    network = _network(top.get("network"), warnings)
+    env, env_values = _env(top.get("env"), warnings)
+    gen = yn.mapping("general", top.get("general"))
+    warnings.extend(yn.unknown_keys("general", gen, ("best_effort", "log_level")))
+    general = GeneralSection(
+        best_effort=yn.boolean("general.best_effort", gen.get("best_effort")),
+        log_level=_log_level(gen.get("log_level"), warnings),
     )
     return SandboxProfile(
         name=name,
         source=source,
-        filesystem=filesystem,
+        filesystem=FilesystemSection(**sections),
         network=network,
         env=env,
         general=general,
-        advanced=advanced,
-        warnings=tuple(parser.warnings),
+        advanced=_advanced(top.get("advanced"), warnings),
+        warnings=tuple(warnings),
+        env_values=env_values,
     )
 
 
 def parse_profile_text(text: str, *, name: str, source: str) -> SandboxProfile:
-    """Parse YAML ``text``; syntax errors name the line and column."""
+    """Parse YAML ``text`` as ollie-core would; errors name the key, value and line."""
     try:
-        data = yaml.safe_load(text)
+        root = yn.compose_first(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ProfileError(source, f"invalid YAML: {where}{problem}") from exc
-    return parse_profile(data, name=name, source=source)
+    try:
+        return _parse_node(root, name=name, source=source)
+    except yn.NodeError as exc:
+        raise ProfileError(source, str(exc)) from exc
+
+
+def parse_profile(data: object, *, name: str, source: str) -> SandboxProfile:
+    """Validate already-parsed ``data`` (dicts, lists, scalars) as if it were the file's YAML."""
+    return parse_profile_text(yaml.safe_dump(data), name=name, source=source)
 
 
 def load_profile_file(path: Path, *, name: str | None = None) -> SandboxProfile:
@@ -311,10 +357,11 @@ def install_default_profile(env: Mapping[str, str]) -> Path:
 
 
 def load_profile(env: Mapping[str, str], name: str = DEFAULT_PROFILE) -> SandboxProfile:
-    """Load ``$XDG_CONFIG_HOME/ollie/sandbox/<name>.yaml``.
+    """Load ``<ollie config>/sandbox/<name>.yaml`` (:func:`~registry_core.paths.ollie_config_dir`).
 
-    The default profile is installed from ``resources/`` on first use; any
-    other missing profile is a :class:`ProfileError`.
+    The default profile is installed from ``resources/`` on first use (where
+    ollie-core would refuse: a deliberate difference, docs/ollie-core.md);
+    any other missing profile is a :class:`ProfileError`.
     """
     if not _NAME_RE.fullmatch(name):
         raise ProfileError(name, "invalid profile name (allowed: A-Z a-z 0-9 _ . -)")

@@ -1,13 +1,22 @@
 """Effective sandbox rules: a profile with its path templates expanded.
 
-A profile path may use ``~``, ``{CWD}``, ``{HOME}``, ``{TMPDIR}`` (default
-``/tmp``), ``{XDG_*}`` (with the XDG defaults), ``{OLLIE_TOOLS_PATH}`` and any
-``{ENV_VAR}`` of the given environment.  Variables holding colon-separated
-lists (``PATH``, names ending in ``_PATH`` or ``_DIRS``) expand into one rule
-per entry; no other value is ever split, so a directory whose name contains a
-colon cannot smuggle in a second path.  A path naming an unset variable is
-dropped with a warning (dropping an allow rule can only narrow the sandbox).
-Relative paths are taken relative to the call's working directory.
+Templates are those of ollie-core: ``{NAME}`` with an upper-case name.
+``{CWD}`` is the call's working directory; ``{HOME}``; ``{TMPDIR}`` (default
+``/tmp``); ``{XDG_CONFIG_HOME}``, ``{XDG_DATA_HOME}``, ``{XDG_CACHE_HOME}``,
+``{XDG_STATE_HOME}`` and ``{XDG_RUNTIME_DIR}`` with the XDG defaults;
+``{OLLIE_CFG_PATH}`` and ``{OLLIE_DATA_PATH}`` (Ollie's config and data
+roots); ``{OLLIE_TOOLS_PATH}`` (default: the tools directory); any other
+``{ENV_VAR}`` of the given environment.  A path naming a variable that is
+unset or empty is dropped with a warning (dropping an allow rule can only
+narrow the sandbox).  Anything else in braces (``{lower}``) is literal text,
+and ``~`` is not expanded (ollie-core does neither): a ``~`` path is dropped
+with a warning.
+
+Our one extension: variables holding colon-separated lists (``PATH``, names
+ending in ``_PATH`` or ``_DIRS``) expand into one rule per entry -- no other
+value is ever split, so a directory whose name contains a colon cannot
+smuggle in a second path.  Relative paths are taken relative to the call's
+working directory.
 
 The environment given here must be the dispatcher's own, never one chosen
 by the agent: it decides which paths are opened up.
@@ -15,6 +24,7 @@ by the agent: it decides which paths are opened up.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
@@ -22,12 +32,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from registry_core.paths import config_home, state_home, tools_path_string
+from registry_core.paths import (
+    config_home,
+    ollie_config_dir,
+    ollie_data_dir,
+    state_home,
+    tools_path_string,
+)
 from registry_core.sandbox.ldd import LddResolver, LddResult
 from registry_core.sandbox.profile import Access, LogLevel, NetworkMode, SandboxProfile
 from registry_core.sandbox.report import SkippedPath
 
-_TEMPLATE_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TEMPLATE_RE = re.compile(r"\{([A-Z_][A-Z0-9_]*)\}")
 _DEFAULT_TMPDIR = "/tmp"  # noqa: S108 - the conventional default, not a temp file
 
 
@@ -60,6 +76,11 @@ class EffectiveRules:
     log_level: LogLevel = LogLevel.INFO
     warnings: tuple[str, ...] = ()
     skipped: tuple[SkippedPath, ...] = ()
+    # advanced.ldd / advanced.add_exec: applied to the command of a call (with_command).
+    ldd: bool = False
+    add_exec: bool = False
+    # env entries written NAME=VALUE: set in the tool's environment.
+    env_values: tuple[tuple[str, str], ...] = ()
 
     def cache_key(self) -> tuple[object, ...]:
         """Everything the kernel ruleset (and the decision to refuse) depends on."""
@@ -98,8 +119,9 @@ def template_value(name: str, env: Mapping[str, str], cwd: str) -> tuple[str, ..
         "XDG_STATE_HOME": lambda: str(state_home(env)),
         "XDG_DATA_HOME": lambda: env.get("XDG_DATA_HOME") or f"{home}/.local/share",
         "XDG_CACHE_HOME": lambda: env.get("XDG_CACHE_HOME") or f"{home}/.cache",
-        "XDG_DATA_DIRS": lambda: env.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share",
-        "XDG_CONFIG_DIRS": lambda: env.get("XDG_CONFIG_DIRS") or "/etc/xdg",
+        "XDG_RUNTIME_DIR": lambda: env.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}",
+        "OLLIE_CFG_PATH": lambda: str(ollie_config_dir(env)),
+        "OLLIE_DATA_PATH": lambda: str(ollie_data_dir(env)),
         "OLLIE_TOOLS_PATH": lambda: tools_path_string(env),
     }
     value = defaults[name]() if name in defaults else env.get(name, "")
@@ -114,13 +136,11 @@ def expand_path(template: str, env: Mapping[str, str], cwd: str) -> tuple[str, .
     """All absolute, normalised paths ``template`` stands for.
 
     Raises :class:`UnresolvedTemplateError` for an unset variable or a
-    ``~user`` form.
+    leading ``~`` (not expanded, as in ollie-core).
     """
     text = template
-    if text == "~" or text.startswith("~/"):
-        text = _home(env) + text[1:]
-    elif text.startswith("~"):
-        raise UnresolvedTemplateError(template, text[1:].split("/", 1)[0] or "~")
+    if text.startswith("~"):
+        raise UnresolvedTemplateError(template, "~")
     pieces: list[tuple[str, ...]] = []
     position = 0
     for match in _TEMPLATE_RE.finditer(text):
@@ -151,7 +171,10 @@ class _Collector:
         try:
             paths = expand_path(template, self.env, self.cwd)
         except UnresolvedTemplateError as exc:
-            reason = f"template variable {{{exc.variable}}} is not set"
+            if exc.variable == "~":
+                reason = "'~' is not expanded (as in ollie-core); write {HOME}"
+            else:
+                reason = f"template variable {{{exc.variable}}} is not set"
             self.warnings.append(f"{origin}: {template!r} dropped: {reason}")
             self.skipped.append(SkippedPath(template, reason))
             return
@@ -159,47 +182,23 @@ class _Collector:
             if not any(r.path == path and r.access is access for r in self.rules):
                 self.rules.append(PathRule(path, access, origin))
 
-    def add_libraries(self, resolve: Callable[[str], LddResult]) -> None:
-        executables = [
-            rule.path
-            for rule in self.rules
-            if rule.access in (Access.ROX, Access.RWX)
-            and os.path.isfile(rule.path)
-            and os.access(rule.path, os.X_OK)
-        ]
-        for executable in executables:
-            try:
-                result = resolve(executable)
-            except OSError as exc:
-                self.warnings.append(f"advanced.ldd: {executable}: {exc}")
-                continue
-            for missing in result.missing:
-                self.warnings.append(f"advanced.ldd: {executable}: library {missing} not found")
-            for library in result.libraries:
-                self.add(library, Access.ROX, f"advanced.ldd ({executable})")
-
 
 def effective_rules(
     profile: SandboxProfile,
     env: Mapping[str, str],
     cwd: str,
-    *,
-    libraries: Callable[[str], LddResult] | None = None,
 ) -> EffectiveRules:
     """Expand ``profile`` for a call in ``cwd`` with the dispatcher's ``env``.
 
-    ``libraries`` resolves an executable's shared libraries for
-    ``advanced.ldd`` (default: a fresh :class:`LddResolver`; pass a long-lived
-    one to cache ``ldd`` results across calls).
+    ``advanced.ldd`` and ``advanced.add_exec`` concern the command a call
+    runs; :func:`with_command` applies them once that is known.
     """
     warnings = list(profile.warnings)
     collector = _Collector(env, cwd, warnings)
     for template, access in profile.filesystem.entries():
         collector.add(template, access, f"filesystem.{access.value}")
-    for template in profile.advanced.add_exec:
-        collector.add(template, Access.ROX, "advanced.add_exec")
-    if profile.advanced.ldd:
-        collector.add_libraries(libraries or LddResolver())
+    for template in profile.advanced.exec_paths:
+        collector.add(template, Access.ROX, "advanced.add_exec (list)")
     network = profile.network
     policy = NetworkPolicy(network.mode)
     if network.mode is NetworkMode.RESTRICTED:
@@ -214,4 +213,46 @@ def effective_rules(
         log_level=profile.general.log_level,
         warnings=tuple(warnings),
         skipped=tuple(collector.skipped),
+        ldd=profile.advanced.ldd,
+        add_exec=profile.advanced.add_exec,
+        env_values=profile.env_values,
     )
+
+
+def with_command(
+    rules: EffectiveRules,
+    command: str,
+    *,
+    origin: str = "advanced.add_exec",
+    always: bool = False,
+    libraries: Callable[[str], LddResult] | None = None,
+) -> EffectiveRules:
+    """``rules`` for a call that runs the executable file ``command``.
+
+    As landrun does for ollie-core: ``add_exec`` (or ``always``) allows
+    executing ``command`` itself, ``ldd`` adds the shared libraries
+    ``command`` loads (read+execute) -- only that file's, never those of
+    other executables the profile names.  ``libraries`` resolves them
+    (default: a fresh :class:`LddResolver`; pass a long-lived one to cache).
+    """
+    added: list[PathRule] = []
+    warnings = list(rules.warnings)
+    if always or rules.add_exec:
+        added.append(PathRule(command, Access.ROX, origin))
+    if rules.ldd:
+        try:
+            result = (libraries or LddResolver())(command)
+        except OSError as exc:
+            warnings.append(f"advanced.ldd: {command}: {exc}")
+        else:
+            warnings.extend(
+                f"advanced.ldd: {command}: library {name} not found" for name in result.missing
+            )
+            added.extend(
+                PathRule(library, Access.ROX, f"advanced.ldd ({command})")
+                for library in result.libraries
+            )
+    new = [
+        r for r in added if not any(o.path == r.path and o.access is r.access for o in rules.paths)
+    ]
+    return dataclasses.replace(rules, paths=(*rules.paths, *new), warnings=tuple(warnings))

@@ -41,6 +41,7 @@ filesystem:
   ro: ["/usr", "/etc", "/lib", "/lib64", "/bin"]
 env: [PATH, HOME]
 network:
+  enabled: true
   unrestricted: true
 """
 

@@ -48,7 +48,11 @@ def make_sandbox(
     fs = {key: list(value) for key, value in (filesystem or {}).items()}
     fs["rox"] = [*fs.get("rox", []), *SYSTEM_ROX, *PYTHON_ROX]
     fs["ro"] = [*fs.get("ro", []), "/etc"]
-    data = {"filesystem": fs, "network": network or {"unrestricted": True}, "env": env or []}
+    data = {
+        "filesystem": fs,
+        "network": {"enabled": True, **(network or {"unrestricted": True})},
+        "env": env or [],
+    }
     profile = parse_profile(data, name="test", source=str(tmp_path / "test.yaml"))
     return prepare(effective_rules(profile, {"HOME": str(tmp_path)}, str(tmp_path)))
 

@@ -79,7 +79,7 @@ def test_a_named_profile_with_ports_as_strings_and_unknown_keys(root: Path) -> N
         root,
         "custom",
         'filesystem:\n  rwx: ["{CWD}"]\n  ro: ["{HOME}/.gitconfig"]\n'
-        'network:\n  connect_tcp: ["8443", 22]\n  bind_tcp: [8080]\n'
+        'network:\n  enabled: true\n  connect_tcp: ["8443", 22]\n  bind_tcp: [8080]\n'
         "env: [PATH, DISPLAY]\nsurprise: true\n",
     )
     code, out = show("--profile", "custom", "--json")

@@ -20,7 +20,7 @@ def rules_for(tmp_path: Path, network: dict[str, object] | None = None) -> Effec
                 "rox": [str(tmp_path / "file"), str(tmp_path / "missing")],
                 "ro": ["{UNSET_VARIABLE}/x"],
             },
-            "network": network or {"connect_tcp": [443], "bind_tcp": [8080]},
+            "network": network or {"enabled": True, "connect_tcp": [443], "bind_tcp": [8080]},
             "env": ["PATH"],
             "bogus": True,
         },

@@ -31,15 +31,15 @@ filesystem:
 network:
   enabled: true
   unrestricted: false
-  bind_tcp: [8080]
+  bind_tcp: ["8080"]
   connect_tcp: [443, "80"]
-env: [PATH, LANG, LC_*]
+env: [PATH, LANG, LC_*, EDITOR=vi]
 general:
   best_effort: true
   log_level: debug
 advanced:
   ldd: true
-  add_exec: [/usr/local/bin/thing]
+  add_exec: true
 """
 
 # A profile as the ollie-core runtime ships them.
@@ -50,6 +50,7 @@ filesystem:
   rox: ["/usr/bin", "/bin"]
 env: [PATH, HOME, TERM, LANG]
 network:
+  enabled: true
   unrestricted: true
 """
 
@@ -69,10 +70,12 @@ def test_full_key_set_is_read() -> None:
     assert profile.network.bind_tcp == (8080,)
     assert profile.network.connect_tcp == (443, 80)
     assert profile.env == ("PATH", "LANG", "LC_*")
+    assert profile.env_values == (("EDITOR", "vi"),)
     assert profile.general.best_effort is True
     assert profile.general.log_level is LogLevel.DEBUG
     assert profile.advanced.ldd is True
-    assert profile.advanced.add_exec == ("/usr/local/bin/thing",)
+    assert profile.advanced.add_exec is True
+    assert profile.advanced.exec_paths == ()
     assert profile.warnings == ()
 
 
@@ -87,7 +90,7 @@ def test_entries_yield_every_access_class() -> None:
 def test_empty_file_is_an_empty_profile() -> None:
     profile = parse_profile_text("", name="e", source="/p/e.yaml")
     assert profile.filesystem.ro == ()
-    assert profile.network.mode is NetworkMode.RESTRICTED
+    assert profile.network.mode is NetworkMode.DENY  # ollie-core: enabled missing = false
     assert profile.general.best_effort is False
 
 
@@ -96,8 +99,10 @@ def test_empty_file_is_an_empty_profile() -> None:
     [
         ({"enabled": False}, NetworkMode.DENY),
         ({"enabled": False, "unrestricted": True}, NetworkMode.DENY),
-        ({"unrestricted": True}, NetworkMode.UNRESTRICTED),
-        ({}, NetworkMode.RESTRICTED),
+        ({"unrestricted": True}, NetworkMode.DENY),
+        ({}, NetworkMode.DENY),
+        ({"enabled": True}, NetworkMode.RESTRICTED),
+        ({"enabled": True, "unrestricted": True}, NetworkMode.UNRESTRICTED),
     ],
 )
 def test_network_mode(network: dict[str, object], mode: NetworkMode) -> None:
@@ -107,37 +112,61 @@ def test_network_mode(network: dict[str, object], mode: NetworkMode) -> None:
 
 @pytest.mark.parametrize(
     ("ports", "expected"),
-    [([443], (443,)), (["443"], (443,)), ([80, "80", 1, 65535], (80, 1, 65535))],
+    [
+        ([443], (443,)),
+        (["443"], (443,)),
+        ([80, "80", 1, 65535], (80, 1, 65535)),
+        (["80,443", " 8080 ", "22, 80"], (80, 443, 8080, 22)),
+    ],
 )
 def test_ports_as_int_or_string(ports: list[object], expected: tuple[int, ...]) -> None:
-    profile = parse_profile({"network": {"connect_tcp": ports}}, name="n", source="/p/n.yaml")
+    profile = parse_profile(
+        {"network": {"enabled": True, "connect_tcp": ports}}, name="n", source="/p/n.yaml"
+    )
     assert profile.network.connect_tcp == expected
 
 
-@pytest.mark.parametrize("bad", [0, 65536, -1, "https", "44x", True, 4.5, None, [443]])
-def test_bad_port_names_key_and_value(bad: object) -> None:
+@pytest.mark.parametrize(
+    ("bad", "shown"),
+    [
+        (0, "'0'"),
+        (65536, "'65536'"),
+        (-1, "'-1'"),
+        ("https", "'https'"),
+        ("44x", "'44x'"),
+        ("080", "'080'"),  # landrun would read a leading 0 as octal
+        ("0x50", "'0x50'"),
+        ("80,", "'80,'"),
+        (True, "'true'"),
+        (4.5, "'4.5'"),
+        (None, "''"),
+        ([443], "a list"),
+    ],
+)
+def test_bad_port_names_key_and_value(bad: object, shown: str) -> None:
     with pytest.raises(ProfileError) as info:
         parse_profile({"network": {"bind_tcp": [bad]}}, name="n", source="/p/n.yaml")
     assert info.value.path == "/p/n.yaml"
     assert "network.bind_tcp" in str(info.value)
-    assert repr(bad) in str(info.value)
+    assert shown in str(info.value)
 
 
 @pytest.mark.parametrize(
     ("data", "key", "value"),
     [
         ({"filesystem": {"ro": "/etc"}}, "filesystem.ro", "'/etc'"),
-        ({"filesystem": {"rw": [42]}}, "filesystem.rw", "42"),
-        ({"filesystem": ["/etc"]}, "filesystem", "['/etc']"),
+        ({"filesystem": {"rw": [["/a"]]}}, "filesystem.rw", "a list"),
+        ({"filesystem": ["/etc"]}, "filesystem", "a list"),
         ({"network": {"enabled": "yes please"}}, "network.enabled", "'yes please'"),
         ({"network": {"connect_tcp": 443}}, "network.connect_tcp", "443"),
-        ({"env": ["HOME=1"]}, "env", "'HOME=1'"),
+        ({"env": ["=1"]}, "env", "'=1'"),
+        ({"env": ["A\0B"]}, "env", "'A\\x00B'"),
         ({"env": "PATH"}, "env", "'PATH'"),
         ({"general": {"best_effort": 1}}, "general.best_effort", "1"),
-        ({"general": {"log_level": "loud"}}, "general.log_level", "'loud'"),
-        ({"advanced": {"ldd": "true"}}, "advanced.ldd", "'true'"),
-        ({"advanced": {"add_exec": [""]}}, "advanced.add_exec", "''"),
-        (["not", "a", "mapping"], "profile", "['not', 'a', 'mapping']"),
+        ({"general": {"log_level": ["debug"]}}, "general.log_level", "a list"),
+        ({"advanced": {"ldd": "true"}}, "advanced.ldd", "'true'"),  # quoted: yaml.v3 refuses
+        ({"advanced": {"add_exec": {"x": 1}}}, "advanced.add_exec", "a mapping"),
+        (["not", "a", "mapping"], "profile", "a list"),
     ],
 )
 def test_bad_values_raise_profile_error(data: object, key: str, value: str) -> None:
@@ -173,15 +202,34 @@ def test_unknown_keys_are_warnings_not_errors() -> None:
 
 def test_ports_with_unrestricted_network_warn() -> None:
     profile = parse_profile(
-        {"network": {"unrestricted": True, "connect_tcp": [443]}}, name="w", source="/p/w.yaml"
+        {"network": {"enabled": True, "unrestricted": True, "connect_tcp": [443]}},
+        name="w",
+        source="/p/w.yaml",
     )
     assert any("ignored" in warning for warning in profile.warnings)
 
 
-@pytest.mark.parametrize(("word", "level"), [("WARNING", LogLevel.WARN), ("Error", LogLevel.ERROR)])
-def test_log_level_aliases(word: str, level: LogLevel) -> None:
+@pytest.mark.parametrize("word", ["error", "info", "debug"])
+def test_landrun_log_levels_are_read_silently(word: str) -> None:
+    profile = parse_profile({"general": {"log_level": word}}, name="l", source="/p/l.yaml")
+    assert profile.general.log_level.value == word
+    assert profile.warnings == ()
+
+
+def test_a_missing_log_level_is_landruns_default() -> None:
+    profile = parse_profile({"general": {}}, name="l", source="/p/l.yaml")
+    assert profile.general.log_level is LogLevel.ERROR
+
+
+@pytest.mark.parametrize(
+    ("word", "level"),
+    [("WARNING", LogLevel.WARN), ("Error", LogLevel.ERROR), ("loud", LogLevel.ERROR)],
+)
+def test_other_log_levels_load_with_a_warning(word: str, level: LogLevel) -> None:
+    # ollie-core passes any string on to landrun; the profile still loads.
     profile = parse_profile({"general": {"log_level": word}}, name="l", source="/p/l.yaml")
     assert profile.general.log_level is level
+    assert any("general.log_level" in w for w in profile.warnings)
 
 
 def test_yaml_syntax_error_has_position() -> None:
@@ -232,6 +280,8 @@ def test_profile_name_cannot_escape_the_directory(tmp_path: Path, name: str) -> 
 def test_shipped_default_is_valid_and_sensible(tmp_path: Path) -> None:
     profile = load_profile_file(shipped_default_profile(), name="default")
     assert profile.warnings == ()
+    assert profile.advanced.add_exec is False
+    assert profile.general.log_level is LogLevel.ERROR
     assert profile.general.best_effort is False
     assert profile.network.mode is NetworkMode.RESTRICTED
     assert profile.network.connect_tcp[-2:] == (80, 443)

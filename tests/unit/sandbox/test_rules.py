@@ -14,6 +14,7 @@ from registry_core.sandbox.rules import (
     effective_rules,
     expand_path,
     template_value,
+    with_command,
 )
 
 ENV = {"HOME": "/home/u", "TMPDIR": "/tmp/u", "PROJECT": "/srv/p"}
@@ -26,14 +27,11 @@ CWD = "/work/here"
         ("{CWD}", ("/work/here",)),
         ("{CWD}/sub/", ("/work/here/sub",)),
         ("{HOME}/.gitconfig", ("/home/u/.gitconfig",)),
-        ("~", ("/home/u",)),
-        ("~/bin", ("/home/u/bin",)),
         ("{TMPDIR}", ("/tmp/u",)),
         ("{XDG_CONFIG_HOME}/ollie/tools", ("/home/u/.config/ollie/tools",)),
         ("{XDG_DATA_HOME}", ("/home/u/.local/share",)),
         ("{XDG_CACHE_HOME}", ("/home/u/.cache",)),
         ("{XDG_STATE_HOME}", ("/home/u/.local/state",)),
-        ("{XDG_DATA_DIRS}/icons", ("/usr/local/share/icons", "/usr/share/icons")),
         ("{PROJECT}/src", ("/srv/p/src",)),
         ("relative/dir", ("/work/here/relative/dir",)),
         ("/a/../b", ("/b",)),
@@ -66,7 +64,9 @@ def test_a_colon_in_cwd_is_never_split() -> None:
     assert expand_path("{CWD}", ENV, "/home/u/a:/etc") == ("/home/u/a:/etc",)
 
 
-@pytest.mark.parametrize("template", ["{NOPE}/x", "{XDG_RUNTIME_DIR}", "~other/x", "{EMPTY}"])
+@pytest.mark.parametrize(
+    "template", ["{NOPE}/x", "{XDG_DATA_DIRS}", "~other/x", "~", "~/bin", "{EMPTY}"]
+)
 def test_unset_variable_is_unresolved(template: str) -> None:
     with pytest.raises(UnresolvedTemplateError):
         expand_path(template, {**ENV, "EMPTY": ""}, CWD)
@@ -92,8 +92,8 @@ def test_effective_rules_drop_unresolved_paths_with_a_warning() -> None:
 def test_effective_rules_carry_network_env_and_best_effort() -> None:
     profile = parse_profile(
         {
-            "network": {"connect_tcp": [443], "bind_tcp": ["8080"]},
-            "env": ["PATH"],
+            "network": {"enabled": True, "connect_tcp": [443], "bind_tcp": ["8080"]},
+            "env": ["PATH", "EDITOR=vi"],
             "general": {"best_effort": True},
         },
         name="t",
@@ -104,6 +104,7 @@ def test_effective_rules_carry_network_env_and_best_effort() -> None:
     assert rules.network.connect_tcp == (443,)
     assert rules.network.bind_tcp == (8080,)
     assert rules.env == ("PATH",)
+    assert rules.env_values == (("EDITOR", "vi"),)
     assert rules.best_effort is True
     assert rules.profile == "t"
     assert rules.source == "/p/t.yaml"
@@ -118,14 +119,40 @@ def test_ports_are_dropped_when_network_is_denied() -> None:
     assert rules.network.connect_tcp == ()
 
 
-def test_add_exec_paths_are_rox() -> None:
+def test_the_old_add_exec_list_form_still_grants_rox() -> None:
     profile = parse_profile(
         {"advanced": {"add_exec": ["{HOME}/bin/tool"]}}, name="t", source="/p/t.yaml"
     )
     rules = effective_rules(profile, ENV, CWD)
     assert [(r.path, r.access, r.origin) for r in rules.paths] == [
-        ("/home/u/bin/tool", Access.ROX, "advanced.add_exec")
+        ("/home/u/bin/tool", Access.ROX, "advanced.add_exec (list)")
     ]
+    assert rules.add_exec is False
+
+
+def test_ollie_core_templates_have_its_defaults() -> None:
+    env = {"HOME": "/home/u"}
+    assert expand_path("{OLLIE_CFG_PATH}/x", env, CWD) == ("/home/u/.config/ollie/x",)
+    assert expand_path("{OLLIE_DATA_PATH}", env, CWD) == ("/home/u/.local/share/ollie",)
+    assert expand_path("{XDG_RUNTIME_DIR}", env, CWD) == (f"/run/user/{os.getuid()}",)
+    set_env = {**env, "OLLIE_CFG_PATH": "/c", "OLLIE_DATA_PATH": "/d", "XDG_RUNTIME_DIR": "/r"}
+    assert expand_path("{OLLIE_CFG_PATH}", set_env, CWD) == ("/c",)
+    assert expand_path("{OLLIE_DATA_PATH}", set_env, CWD) == ("/d",)
+    assert expand_path("{XDG_RUNTIME_DIR}", set_env, CWD) == ("/r",)
+
+
+@pytest.mark.parametrize("template", ["{home}/x", "{Project}/x", "/a/{b}"])
+def test_braces_around_other_names_are_literal_text(template: str) -> None:
+    # ollie-core only substitutes upper-case names; the rest is part of the path.
+    env = {**ENV, "home": "/elsewhere", "Project": "/elsewhere", "b": "/elsewhere"}
+    assert expand_path(template, env, "/c") == (os.path.normpath(os.path.join("/c", template)),)
+
+
+def test_a_tilde_path_is_dropped_with_a_hint() -> None:
+    profile = parse_profile({"filesystem": {"ro": ["~/notes"]}}, name="t", source="/p/t.yaml")
+    rules = effective_rules(profile, ENV, CWD)
+    assert rules.paths == ()
+    assert "write {HOME}" in rules.warnings[0]
 
 
 def test_rules_with_the_same_paths_share_a_cache_key() -> None:
@@ -157,39 +184,50 @@ def make_executable(path: Path) -> str:
     return str(path)
 
 
-def test_ldd_adds_libraries_of_listed_executables(tmp_path: Path) -> None:
+def test_ldd_adds_only_the_commands_libraries(tmp_path: Path) -> None:
     tool = make_executable(tmp_path / "tool")
-    (tmp_path / "dir").mkdir()
+    other = make_executable(tmp_path / "other")
     profile = parse_profile(
-        {
-            "filesystem": {"rox": [tool, str(tmp_path / "dir")], "ro": ["/etc"]},
-            "advanced": {"ldd": True},
-        },
+        {"filesystem": {"rox": [other], "ro": ["/etc"]}, "advanced": {"ldd": True}},
         name="t",
         source="/p/t.yaml",
     )
     fake = FakeLdd(LddResult(("/lib/libc.so.6", "/lib64/ld.so"), ("libgone.so",)))
-    rules = effective_rules(profile, ENV, CWD, libraries=fake)
-    assert fake.calls == [tool]  # not the directory, not the ro entry
-    added = [(r.path, r.access) for r in rules.paths if r.origin.startswith("advanced.ldd")]
+    rules = effective_rules(profile, ENV, CWD)
+    assert rules.ldd is True
+    assert [r.path for r in rules.paths] == ["/etc", other]  # nothing resolved yet
+    ran = with_command(rules, tool, libraries=fake)
+    assert fake.calls == [tool]  # the command only, not the other executable
+    added = [(r.path, r.access) for r in ran.paths if r.origin.startswith("advanced.ldd")]
     assert added == [("/lib/libc.so.6", Access.ROX), ("/lib64/ld.so", Access.ROX)]
-    assert any("libgone.so" in warning for warning in rules.warnings)
+    assert any("libgone.so" in warning for warning in ran.warnings)
+    assert tool not in [r.path for r in ran.paths]  # add_exec is false
+
+
+def test_add_exec_allows_the_command_itself(tmp_path: Path) -> None:
+    tool = make_executable(tmp_path / "tool")
+    profile = parse_profile({"advanced": {"add_exec": True}}, name="t", source="/p/t.yaml")
+    rules = effective_rules(profile, ENV, CWD)
+    assert rules.add_exec is True
+    ran = with_command(rules, tool, libraries=FakeLdd())
+    assert [(r.path, r.access, r.origin) for r in ran.paths] == [
+        (tool, Access.ROX, "advanced.add_exec")
+    ]
 
 
 def test_ldd_failure_is_a_warning(tmp_path: Path) -> None:
     tool = make_executable(tmp_path / "tool")
-    profile = parse_profile(
-        {"filesystem": {"rwx": [tool]}, "advanced": {"ldd": True}}, name="t", source="/p/t.yaml"
-    )
-    rules = effective_rules(profile, ENV, CWD, libraries=FakeLdd(error=OSError("boom")))
-    assert [r.path for r in rules.paths] == [tool]
-    assert rules.warnings == (f"advanced.ldd: {tool}: boom",)
+    profile = parse_profile({"advanced": {"ldd": True}}, name="t", source="/p/t.yaml")
+    rules = effective_rules(profile, ENV, CWD)
+    ran = with_command(rules, tool, always=True, libraries=FakeLdd(error=OSError("boom")))
+    assert [r.path for r in ran.paths] == [tool]
+    assert ran.warnings == (f"advanced.ldd: {tool}: boom",)
 
 
 def test_ldd_is_not_run_when_disabled(tmp_path: Path) -> None:
     tool = make_executable(tmp_path / "tool")
     profile = parse_profile({"filesystem": {"rox": [tool]}}, name="t", source="/p/t.yaml")
     fake = FakeLdd()
-    effective_rules(profile, ENV, CWD, libraries=fake)
+    with_command(effective_rules(profile, ENV, CWD), tool, libraries=fake)
     assert fake.calls == []
     assert os.access(tool, os.X_OK)
