@@ -1,54 +1,116 @@
 """``ollie-elevate -- <bash code>``: ollie-core's ``x/elevate`` plugin, backed by our broker.
 
 ollie-core runs ``$OLLIE_PLUGINS_PATH/elevate -- <code>`` from the session's
-working directory and reads stdout, stderr and the exit status.  We ask the
-broker (an elevated ``execute_code`` request showing the full code); on
-approval bash runs the code outside the sandbox with this process's stdio,
-and we exit with its status.  A denial exits 77 with the reason on stderr.
+working directory, reads stdout, stderr and the exit status, and SIGKILLs
+the plugin when its step timeout (default 30 s) runs out -- a timeout that
+covers the person's decision as well as the run.  So:
+
+- the request carries that deadline: ``OLLIE_ELEVATE_TIMEOUT`` seconds
+  (default 30, ollie-core's step default), counted from our start; the
+  broker's countdown never outlasts it, and we stop waiting when it passes;
+- on approval bash runs the code *tethered* to this process
+  (:mod:`registry_core.dispatch.tether`): when the runtime kills us, every
+  process of the code dies too, and when bash ends, so does anything it left
+  running;
+- a denial (or no decision in time) exits 77 with the reason on stderr.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import shutil
-import subprocess
+import signal
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
+from types import FrameType
 
 from registry_core.dispatch.gate import ElevationRequest, Kind
+from registry_core.dispatch.tether import run_tethered
 from registry_core.elevation.gates import InProcessGate, choose_gate
-from registry_core.elevation.messages import REQUEST_CODE_TOOL
+from registry_core.elevation.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
 from registry_core.errors import ElevationDeniedError
 
 EXIT_DENIED = 77
 EXIT_USAGE = 2
+TIMEOUT_ENV = "OLLIE_ELEVATE_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0  # ollie-core's default step timeout
+# Beyond the deadline we give the broker this long to say "timeout" itself.
+_REPLY_GRACE = 2.0
+
+
+class _NoDecision(Exception):
+    pass
+
+
+def _timeout(env: Mapping[str, str]) -> float:
+    raw = env.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_TIMEOUT:
+        raise ValueError(
+            f"{TIMEOUT_ENV}={raw!r}: expected seconds above 0, at most {MAX_TIMEOUT:g}"
+        )
+    return value
+
+
+def _alarm(_signum: int, _frame: FrameType | None) -> None:
+    raise _NoDecision
+
+
+def _authorize(env: Mapping[str, str], request: ElevationRequest, deadline: float) -> None:
+    """Ask; raise ElevationDeniedError unless approved before ``deadline`` (monotonic)."""
+    gate = choose_gate(env)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _NoDecision
+        signal.setitimer(signal.ITIMER_REAL, remaining + _REPLY_GRACE)
+        gate.authorize(dataclasses.replace(request, timeout=remaining))
+    except _NoDecision:
+        raise ElevationDeniedError("no decision before the step's deadline") from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if isinstance(gate, InProcessGate):
+            gate.close()
+    if time.monotonic() >= deadline:
+        raise ElevationDeniedError("approved after the step's deadline; not run")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    started = time.monotonic()
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "--":
         args = args[1:]
     if len(args) != 1 or not args[0].strip():
         print("usage: ollie-elevate -- '<bash code>'", file=sys.stderr)
         return EXIT_USAGE
+    env = dict(os.environ)
+    try:
+        deadline = started + _timeout(env)
+    except ValueError as exc:
+        print(f"ollie-elevate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     code = args[0]
     bash = shutil.which("bash") or "/bin/bash"
     argv_run = [bash, "-c", code]
-    env = dict(os.environ)
-    gate = choose_gate(env)
     request = ElevationRequest(
         REQUEST_CODE_TOOL, Kind.SANDBOX, tuple(argv_run), {}, os.getcwd(), code
     )
     try:
-        gate.authorize(request)
+        _authorize(env, request, deadline)
     except ElevationDeniedError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_DENIED
-    finally:
-        if isinstance(gate, InProcessGate):
-            gate.close()
-    completed = subprocess.run(argv_run, check=False)
-    return completed.returncode
+    return run_tethered(argv_run)
 
 
 def main_entry() -> None:

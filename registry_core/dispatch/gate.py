@@ -25,6 +25,9 @@ class ElevationRequest:
     cwd: str
     code: str | None = None
     client: str | None = None  # the agent/client the call came through (e.g. an MCP client)
+    # Seconds the requester will wait for the decision (the broker's countdown
+    # never outlasts it); None: the broker's own prompt timeout.
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ question; every way out that is not a person's "yes" is a denial.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import socket
 import time
@@ -194,7 +195,10 @@ class Broker:
     ) -> m.DecisionReply:
         """Decide one request; raises MessageError for unknown or unusable tools."""
         ar = self._approval_request(req, requester, self._facts(req, requester))
-        reply = await self._decide(ar, progress)
+        # The requester's own deadline covers waiting behind other questions too.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.timeout if req.timeout is not None else None
+        reply = await self._decide(ar, progress, deadline)
         return m.DecisionReply(
             id=req.id,
             decision=reply.decision,
@@ -205,7 +209,10 @@ class Broker:
         )
 
     async def _decide(
-        self, ar: ApprovalRequest, progress: Callable[[m.ProgressState], None] | None
+        self,
+        ar: ApprovalRequest,
+        progress: Callable[[m.ProgressState], None] | None,
+        deadline: float | None = None,
     ) -> m.DecisionReply:
         deny = m.Decision.DENY
         if self.closing:
@@ -222,14 +229,19 @@ class Broker:
         self._changed()
         outcome: m.DecisionReply | None = None
         try:
-            async with self._queue:
+            if not await self._queue_turn(deadline):
+                reason = f"no answer within {ar.timeout:g} s (other questions were still open)"
+                return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
+            try:
                 outcome = self._recheck(ar)
                 if outcome is None:
                     if progress is not None:
                         progress(m.ProgressState.WAITING_FOR_USER)
                     self.pending[ar.id].showing = True
                     self._changed()
-                    outcome = await self._ask(ar)
+                    outcome = await self._ask(self._until(ar, deadline))
+            finally:
+                self._queue.release()
         except asyncio.CancelledError:
             by = m.DecidedBy.SHUTDOWN if self.closing else m.DecidedBy.CLIENT_GONE
             reason = "the broker is shutting down" if self.closing else "the requester went away"
@@ -240,6 +252,23 @@ class Broker:
             self.pending.pop(ar.id, None)
             self._changed()
         return outcome
+
+    async def _queue_turn(self, deadline: float | None) -> bool:
+        """Wait for the prompt queue; False when ``deadline`` (loop time) passed first."""
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._queue.acquire()
+        except TimeoutError:
+            return False
+        return True
+
+    @staticmethod
+    def _until(ar: ApprovalRequest, deadline: float | None) -> ApprovalRequest:
+        """``ar`` with a countdown that ends by the requester's ``deadline``."""
+        if deadline is None:
+            return ar
+        left = deadline - asyncio.get_running_loop().time()
+        return dataclasses.replace(ar, timeout=max(min(ar.timeout, left), 0.001))
 
     def _recheck(self, ar: ApprovalRequest) -> m.DecisionReply | None:
         """At the head of the queue: paused, closing or a policy set meanwhile decide."""

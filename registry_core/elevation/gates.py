@@ -46,7 +46,7 @@ class BrokerGate:
                     request.cwd,
                     code=request.code,
                     host=self.host,
-                    timeout=self.timeout,
+                    timeout=request.timeout if request.timeout is not None else self.timeout,
                     client=request.client,
                 )
         except BrokerUnavailableError as exc:

@@ -248,7 +248,7 @@ def test_the_requesters_timeout_is_used_when_shorter(setup: Setup) -> None:
     broker = setup.broker(prompter, prompt_timeout=3600)
     [reply] = decide(broker, setup, setup.request(timeout=0.05))
     assert reply.by is m.DecidedBy.TIMEOUT
-    assert prompter.asked[0].timeout == pytest.approx(0.05)
+    assert 0 < prompter.asked[0].timeout <= 0.05
 
 
 def test_front_end_exception_denies(setup: Setup) -> None:

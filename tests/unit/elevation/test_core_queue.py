@@ -51,6 +51,35 @@ def test_questions_are_asked_one_at_a_time_in_order(setup: Setup) -> None:
     assert (second.id, second.decision) == ("B", m.Decision.DENY)
 
 
+def test_the_requesters_deadline_counts_from_arrival_not_from_its_turn(setup: Setup) -> None:
+    # ollie-elevate's deadline covers waiting behind another question too: the
+    # queued request is denied when its time is up, and when its turn comes
+    # first, the countdown it is shown is only what is left.
+    prompter = FakePrompter([Approval(False), Approval(False)], hold=True)
+    broker = setup.broker(prompter, prompt_timeout=3600)
+
+    async def go() -> m.DecisionReply:
+        first = asyncio.create_task(broker.elevate(setup.request(rid="A"), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        third = asyncio.create_task(
+            broker.elevate(setup.request(rid="C", timeout=5.0), setup.requester)
+        )
+        # B waits behind A and runs out of time (0.2 s) while A is still open.
+        second = await broker.elevate(setup.request(rid="B", timeout=0.2), setup.requester)
+        prompter.release.set()
+        await first
+        await prompter.until(lambda: len(prompter.asked) == 2)
+        prompter.release.set()
+        await third
+        return second
+
+    second = run(go)
+    assert (second.decision, second.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
+    assert [a.tool for a in prompter.asked] == ["greet", "greet"]  # B was never shown
+    shown = prompter.asked[1].timeout  # C: shown after B's 0.2 s had passed
+    assert 0 < shown <= 5.0 - 0.2
+
+
 def test_a_policy_set_by_the_first_answer_decides_the_queued_second(setup: Setup) -> None:
     prompter = FakePrompter([Approval(True, Remember.MINUTES_15)], hold=True)
     broker = setup.broker(prompter)

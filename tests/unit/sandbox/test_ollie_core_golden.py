@@ -14,6 +14,7 @@ docs/ollie-core.md; for it the test checks our documented behaviour instead.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -234,3 +235,17 @@ def test_every_golden_case_is_checked() -> None:
         "port_checked_at_load",
         "list_variables_split",
     }
+
+
+def test_the_shipped_default_profile_is_the_one_ollie_core_loaded() -> None:
+    """The profile we install is one ollie-core's loader accepted (see docs/ollie-core.md).
+
+    Editing it means loading it with ollie-core's ``LoadSandbox`` again and
+    recording the new digest here.
+    """
+    repo = Path(__file__).resolve().parents[3]
+    for name, digest in GOLDEN["loaded_by_ollie_core"].items():
+        data = (repo / name).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == digest, f"{name} changed: re-check it"
+        # And nothing in it is one of our extensions that ollie-core refuses.
+        assert parse_profile_text(data.decode(), name="d", source=name).warnings == ()
