@@ -35,7 +35,7 @@ from ollie_tray.tray import TrayActions, TrayIcon
 from registry_core import paths
 from registry_core.cli.gates import askpass_program
 from registry_core.dispatch import Dispatcher
-from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.audit import AuditLog, audit_log_from_env
 from registry_core.elevation.core import Broker, BrokerConfig, Pending
 from registry_core.elevation.gates import BrokerGate
 from registry_core.elevation.policies import PolicyStore
@@ -81,7 +81,7 @@ class TrayApp:
         self.loader.load()
         self.problems: list[str] = []
         self.policies = PolicyStore(paths.policies_file(env), on_problem=self._problem)
-        self.audit = AuditLog(paths.audit_file(env))
+        self.audit: AuditLog = audit_log_from_env(paths.audit_file(env), env)
         self.vault = PasswordVault()
         # Who may approve: real input only (dialogs/real_input.py); on X11 this
         # installs the native event filter that sees each click's source device.

@@ -203,14 +203,16 @@ def audit_text(records: list[AuditRecord]) -> str:
 
 
 def cmd_audit(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.audit import AuditLog
+    from registry_core.elevation.audit import audit_log_from_env
 
     try:
-        tail = AuditLog(audit_file(env)).read_tail(args.tail)
+        tail = audit_log_from_env(audit_file(env), env).read_tail(args.tail)
     except OllieError as exc:
         return _fail("audit", exc)
     if tail.skipped:
         _warn(f"skipped {tail.skipped} corrupt line(s) in {audit_file(env)}")
+    if tail.lost:
+        _warn(f"{tail.lost} decision(s) could not be recorded (gap lines in {audit_file(env)})")
     if args.json:
         json.dump([r.to_json() for r in tail.records], out, indent=2)
         out.write("\n")

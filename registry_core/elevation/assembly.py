@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from registry_core import paths
-from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.audit import audit_log_from_env
 from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import Prompter
@@ -38,6 +38,6 @@ def build_broker(
         registry=loader.load,
         prompter=prompter,
         policies=PolicyStore(paths.policies_file(env)),
-        audit=AuditLog(paths.audit_file(env)),
+        audit=audit_log_from_env(paths.audit_file(env), env),
         config=config,
     )

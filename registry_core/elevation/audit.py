@@ -21,49 +21,52 @@ A line is at most :data:`MAX_LINE` bytes: long strings (code, args, command
 lines) are cut with a ``...[truncated N chars]`` marker, long lists and
 objects lose their tail with a similar marker.
 
-Writing: the directory is created 0700 and the file 0600; each record is
-one ``write(2)`` on an ``O_APPEND`` descriptor, so records from threads
-and processes never interleave.  The descriptor stays open between appends
-(opening the file per line cost more than everything else a decision
-does); before each append a ``stat`` of the path checks that it still names
-the open file, so a log rotated, removed or replaced meanwhile is reopened
-(recreated) and the line lands at the path.  Appends hold a lock, so an
-:class:`AuditLog` may be shared by threads; :meth:`AuditLog.close` (or
-garbage collection) closes the descriptor.  Reading:
-:meth:`AuditLog.read_tail` reads backwards from the end in blocks and skips
-(and counts) corrupt lines.
+Writing, rotation and reading back (across rotated files) are
+:mod:`registry_core.elevation.audit_file`'s job: whole lines or nothing, a
+gap line for decisions a full disk swallowed, rotation by size (default
+10 MiB, 5 files kept; ``OLLIE_AUDIT_MAX_BYTES`` / ``OLLIE_AUDIT_KEEP``,
+see :func:`audit_log_from_env`).  :meth:`AuditLog.read_tail` skips (and
+counts) corrupt lines and sums the decisions gap lines say were lost.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
-import threading
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
+import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import time as _now
-from typing import Any, BinaryIO
+from typing import Any
 
+from registry_core.elevation.audit_file import (
+    DEFAULT_KEEP,
+    DEFAULT_MAX_BYTES,
+    MAX_LINE,
+    AuditError,
+    AuditFile,
+    gap_count,
+    lines_backwards,
+)
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
 from registry_core.elevation.prompter import Remember
-from registry_core.errors import ElevationError
 
-MAX_LINE = 64 * 1024
-"""Largest record line in bytes, newline included."""
+_log = logging.getLogger(__name__)
 
-_BLOCK = 64 * 1024
+__all__ = [
+    "MAX_LINE",
+    "AuditError",
+    "AuditLog",
+    "AuditRecord",
+    "AuditRequester",
+    "AuditTail",
+    "audit_log_from_env",
+]
 _LIMITS = (8192, 2048, 512, 128, 32)  # string lengths tried until a record fits
 _MARK = "...[truncated {} chars]"
 _MAX_DEPTH = 16  # the protocol allows 64; an audit line keeps the outer levels
-
-
-class AuditError(ElevationError):
-    """The audit log could not be written."""
 
 
 @dataclass(frozen=True)
@@ -239,129 +242,77 @@ def _shrink(value: Any, limit: int, depth: int = 0) -> Any:
 
 @dataclass(frozen=True)
 class AuditTail:
-    """The last records (oldest first) and how many corrupt lines were skipped."""
+    """The last records (oldest first), how many corrupt lines were skipped, and how
+    many decisions gap lines report lost (a full disk) among the lines read."""
 
     records: tuple[AuditRecord, ...]
     skipped: int = 0
-
-
-class _Appender:
-    """One open ``O_APPEND`` descriptor and the identity of the file it is open on."""
-
-    def __init__(self, fd: int, st: os.stat_result) -> None:
-        self.fd = fd
-        self.file_id = (st.st_dev, st.st_ino)
-        # Closes the descriptor if the AuditLog is dropped without close().
-        self.closer = weakref.finalize(self, os.close, fd)
+    lost: int = 0
 
 
 class AuditLog:
-    """Appends to and reads from one audit file; thread-safe."""
+    """Appends to and reads from one audit file (and its rotated files); thread-safe."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP
+    ) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
-        self._appender: _Appender | None = None
+        self.keep = keep
+        self._file = AuditFile(self.path, max_bytes=max_bytes, keep=keep)
 
     def append(self, record: AuditRecord) -> None:
         """Write ``record`` as one line; raises :class:`AuditError`."""
-        line = record.to_line()
-        with self._lock:
-            appender, st = self._current()
-            try:
-                if st.st_mode & 0o077 and st.st_uid == os.getuid():
-                    os.fchmod(appender.fd, 0o600)  # an older or hand-made file: keep it private
-                written = os.write(appender.fd, line)
-                if written != len(line):  # a full disk: do not leave half a line unterminated
-                    os.write(appender.fd, b"\n")
-                    raise AuditError(f"short write to {self.path} ({written} of {len(line)} bytes)")
-            except OSError as exc:
-                self._drop()  # the next append starts afresh
-                raise AuditError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self._file.append(record.to_line(), _now())
 
     def close(self) -> None:
         """Close the append descriptor (a later append opens the file again)."""
-        with self._lock:
-            self._drop()
-
-    def _current(self) -> tuple[_Appender, os.stat_result]:
-        """The appender for the file the path names now, and that file's status.
-
-        Called with the lock held.  A ``stat`` of the path tells whether the
-        open descriptor (if any) is still that file; if not (rotated, removed,
-        replaced), the file is opened (created) anew.
-        """
-        appender = self._appender
-        if appender is not None:
-            try:
-                st = os.stat(self.path)
-            except OSError:
-                st = None  # gone (or unreachable): reopen, which recreates or reports it
-            if st is not None and (st.st_dev, st.st_ino) == appender.file_id:
-                return appender, st
-            self._drop()
-        try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-            fd = os.open(self.path, flags, 0o600)
-        except OSError as exc:
-            raise AuditError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
-        try:
-            st = os.fstat(fd)
-        except OSError as exc:
-            os.close(fd)
-            raise AuditError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
-        self._appender = _Appender(fd, st)
-        return self._appender, st
-
-    def _drop(self) -> None:
-        if self._appender is not None:
-            self._appender.closer()  # closes the descriptor once, however often called
-            self._appender = None
+        self._file.close()
 
     def tail(self, n: int) -> list[AuditRecord]:
         """The last ``n`` valid records, oldest first (corrupt lines skipped)."""
         return list(self.read_tail(n).records)
 
     def read_tail(self, n: int) -> AuditTail:
-        """The last ``n`` valid records and the count of corrupt lines met on the way."""
+        """The last ``n`` valid records, across rotated files, and what was met on the way."""
         if n <= 0:
             return AuditTail(())
         records: list[AuditRecord] = []
-        skipped = 0
-        try:
-            fh = open(self.path, "rb")  # noqa: SIM115 (closed below)
-        except FileNotFoundError:
-            return AuditTail(())
-        except OSError as exc:
-            raise AuditError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        with fh, contextlib.suppress(OSError):
-            for raw in _lines_backwards(fh):
-                try:
-                    records.append(AuditRecord.from_json(json.loads(raw)))
-                except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
-                    skipped += 1
-                    continue
-                if len(records) == n:
-                    break
-        return AuditTail(tuple(reversed(records)), skipped)
+        skipped = lost = 0
+        for raw in lines_backwards(self.path, self.keep):
+            gap = gap_count(raw)
+            if gap is not None:
+                lost += gap
+                continue
+            try:
+                records.append(AuditRecord.from_json(json.loads(raw)))
+            except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+                skipped += 1
+                continue
+            if len(records) == n:
+                break
+        return AuditTail(tuple(reversed(records)), skipped, lost)
 
 
-def _lines_backwards(fh: BinaryIO) -> Iterator[bytes]:
-    """Yield the file's non-empty lines from the last to the first, reading blocks from the end."""
-    end = fh.seek(0, os.SEEK_END)
-    rest = b""
-    while end > 0:
-        start = max(0, end - _BLOCK)
-        fh.seek(start)
-        chunk = fh.read(end - start) + rest
-        end = start
-        lines = chunk.split(b"\n")
-        rest = lines.pop(0) if start > 0 else b""
-        if len(rest) > 4 * MAX_LINE:
-            rest = b"\0"  # inside an over-long line: it will count as one corrupt line
-        for line in reversed(lines):
-            if line.strip():
-                yield line
-    if rest.strip():
-        yield rest
+def _env_int(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        _log.warning("%s=%r: not a whole number >= %d; using %d", name, text, minimum, default)
+        return default
+    return value
+
+
+def audit_log_from_env(path: Path, env: Mapping[str, str]) -> AuditLog:
+    """The audit log at ``path``, rotated as ``OLLIE_AUDIT_MAX_BYTES``/``OLLIE_AUDIT_KEEP`` say.
+
+    Defaults: 10 MiB (at least 64 KiB), 5 rotated files (at least 1); a bad
+    value is logged and the default used (an audit log is never refused).
+    """
+    max_bytes = _env_int(env, "OLLIE_AUDIT_MAX_BYTES", DEFAULT_MAX_BYTES, MAX_LINE)
+    keep = _env_int(env, "OLLIE_AUDIT_KEEP", DEFAULT_KEEP, 1)
+    return AuditLog(path, max_bytes=max_bytes, keep=keep)
