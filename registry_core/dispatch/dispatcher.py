@@ -43,6 +43,7 @@ from registry_core.registry import Registry, Tool
 from registry_core.registry.hostfacts import is_executable_file
 from registry_core.registry.jsonpos import format_path
 from registry_core.registry.schema import validator_for
+from registry_core.safe_open import FileTooLargeError, read_regular
 from registry_core.sandbox import (
     Access,
     EffectiveRules,
@@ -113,8 +114,9 @@ def sandbox_path(rules: EffectiveRules, path_value: str) -> str:
 
 def _read_bounded(path: Path) -> bytes | None:
     try:
-        with path.open("rb") as handle:
-            return handle.read(MAX_PROFILE_BYTES + 1)
+        return read_regular(path, limit=MAX_PROFILE_BYTES + 1, follow_symlinks=True)
+    except FileTooLargeError:
+        return b"\0" * (MAX_PROFILE_BYTES + 1)  # the profile parser reports it as too large
     except OSError:
         return None
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from registry_core.elevation import messages as m
 from registry_core.elevation.policies import fd_sha256, open_for_hashing
 from registry_core.registry import Registry, Tool
+from registry_core.registry.meta import MAX_META_BYTES
+from registry_core.safe_open import read_regular
 
 REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
 
@@ -154,8 +156,8 @@ def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
     as is.  A bare name the tools directory does not hold is found on the remote PATH:
     ``*/name`` (marked by the ``*/`` prefix)."""
     names = [tool.name]
-    with contextlib.suppress(OSError, ValueError):
-        obj = json.loads(tool.source.read_text(encoding="utf-8"))
+    with contextlib.suppress(OSError, ValueError, RecursionError):
+        obj = json.loads(read_regular(tool.source, limit=MAX_META_BYTES, follow_symlinks=True))
         variants = obj.get("variants") if isinstance(obj, dict) else None
         found = [obj.get("cmd") if isinstance(obj, dict) else None]
         found += [v.get("cmd") for v in variants or () if isinstance(v, dict)]

@@ -36,6 +36,7 @@ from typing import Any
 
 from registry_core.errors import RemoteError
 from registry_core.remote.ssh import SshTarget, classify_failure, sh_join, sh_quote_path
+from registry_core.safe_open import read_regular
 
 MANIFEST = ".ollie-deployed"
 DEFAULT_REMOTE_PATH = "~/.config/ollie/tools"
@@ -69,10 +70,8 @@ def check_remote_path(path: str) -> str:
 def _cmds(meta: Path) -> list[str]:
     """Every ``cmd`` string in a ``.meta`` (top level and variants); [] if unreadable."""
     try:
-        if meta.stat().st_size > _MAX_META:
-            return []
-        obj = json.loads(meta.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        obj = json.loads(read_regular(meta, limit=_MAX_META, follow_symlinks=True))
+    except (OSError, ValueError, RecursionError):
         return []
     if not isinstance(obj, dict):
         return []

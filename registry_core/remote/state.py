@@ -30,6 +30,7 @@ from typing import Any
 from registry_core import paths
 from registry_core.errors import RemoteError
 from registry_core.remote.ssh import check_host
+from registry_core.safe_open import open_regular, read_regular
 
 STATE_SUFFIX = ".json"
 
@@ -129,7 +130,7 @@ def read_connection(path: Path) -> Connection | None:
     """The record in ``path``, or ``None`` when it is missing, malformed or not trustworthy
     (another owner, or writable by group/others)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_regular(path)  # no link followed, no FIFO blocking
     except OSError:
         return None
     try:
@@ -218,7 +219,7 @@ def hosts_file(env: Mapping[str, str]) -> Path:
 
 def deployed_hosts(env: Mapping[str, str]) -> list[DeployedHost]:
     try:
-        obj = json.loads(hosts_file(env).read_text(encoding="utf-8"))
+        obj = json.loads(read_regular(hosts_file(env), limit=1 << 20).decode("utf-8"))
     except (OSError, ValueError):
         return []
     hosts = obj.get("hosts") if isinstance(obj, dict) else None

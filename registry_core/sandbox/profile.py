@@ -33,6 +33,7 @@ from yaml.nodes import Node, SequenceNode
 
 from registry_core.errors import ProfileError
 from registry_core.paths import resources_dir, sandbox_profile_path
+from registry_core.safe_open import FileTooLargeError, read_regular
 from registry_core.sandbox import yamlnodes as yn
 
 MAX_PROFILE_BYTES = 1024 * 1024
@@ -307,10 +308,13 @@ def parse_profile(data: object, *, name: str, source: str) -> SandboxProfile:
 def load_profile_file(path: Path, *, name: str | None = None) -> SandboxProfile:
     """Read and validate the profile at ``path`` (at most 1 MiB)."""
     try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_PROFILE_BYTES + 1)
+        # Links are followed (profiles may live in a dotfiles checkout); a FIFO or
+        # device never blocks: O_NONBLOCK and a regular-file check.
+        raw = read_regular(path, limit=MAX_PROFILE_BYTES + 1, follow_symlinks=True)
     except FileNotFoundError as exc:
         raise ProfileError(str(path), "sandbox profile not found") from exc
+    except FileTooLargeError:
+        raw = b"\0" * (MAX_PROFILE_BYTES + 1)  # reported as too large below
     except OSError as exc:
         raise ProfileError(str(path), f"cannot read: {exc.strerror or exc}") from exc
     if len(raw) > MAX_PROFILE_BYTES:
