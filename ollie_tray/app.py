@@ -132,7 +132,9 @@ class TrayApp:
         self._rescan = QTimer()
         self._rescan.setInterval(FULL_RESCAN_MS)
         self._rescan.timeout.connect(self._full_rescan)
-        self._signals = SignalBridge(self._on_signal, (signal.SIGTERM, signal.SIGINT))
+        # SIGHUP (a closed terminal) takes the same shutdown path as SIGTERM.
+        quit_on = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        self._signals = SignalBridge(self._on_signal, quit_on)
         # Test hook, off by default: see ollie_tray/state_report.py.
         self._state_report: StateReport | None = None
         if env.get(STATE_FILE_ENV):

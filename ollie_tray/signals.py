@@ -1,4 +1,4 @@
-"""Unix signals (SIGTERM, SIGINT) delivered into the Qt event loop.
+"""Unix signals (SIGTERM, SIGINT, SIGHUP) delivered into the Qt event loop.
 
 Python runs signal handlers only between bytecodes, which never happens
 while Qt sits in its C++ event loop; a wakeup fd watched by a

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from registry_core import paths
 from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient
+from registry_core.elevation.client import APPROVAL_WAIT, WAIT_ENV, BrokerClient
 from registry_core.elevation.gates import GRANT_ENV
 from registry_core.errors import BrokerUnavailableError
 from registry_core.secure import harden_process
@@ -31,8 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     socket_path = paths.elevate_socket(os.environ)
     try:
+        wait = float(os.environ.get(WAIT_ENV, "") or APPROVAL_WAIT)
+    except ValueError:
+        wait = APPROVAL_WAIT
+    if not 0 < wait <= m.MAX_TIMEOUT:
+        wait = APPROVAL_WAIT
+    try:
         with BrokerClient(socket_path) as client:
-            reply = client.askpass(grant, prompt)
+            reply = client.askpass(grant, prompt, wait=wait)
     except BrokerUnavailableError as exc:
         print(f"ollie-askpass: {exc}", file=sys.stderr)
         return 1

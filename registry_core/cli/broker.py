@@ -1,7 +1,8 @@
 """``ollie-broker``: the headless elevation broker (terminal, kdialog, zenity or no front-end).
 
-Quit with SIGTERM or SIGINT: pending requests are denied, the socket file
-is removed, and the exit status is 0.
+Quit with SIGTERM, SIGINT or SIGHUP (the terminal of a terminal front-end
+closed): pending requests are denied (``shutdown``), the socket file is
+removed, and the exit status is 0.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 async def serve(server: BrokerServer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     await server.start()
     print(

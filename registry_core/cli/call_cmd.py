@@ -62,7 +62,7 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
         print("ollie-tools call: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
     loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
-    gate = make_gate(env)
+    gate = make_gate(env, timeout=args.timeout)
     dispatcher = Dispatcher(registry=loader.load, env=env, gate=gate, askpass=askpass_program())
     options = CallOptions(
         cwd=os.getcwd(), timeout=args.timeout, elevated=args.elevated, profile=args.profile
@@ -118,7 +118,14 @@ def register(sub: Any) -> None:
         help="the call's arguments: inline JSON, @file, or - for stdin (default {})",
     )
     p.add_argument("--profile", default="default", help="sandbox profile name (default: default)")
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds before the tool is killed")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        help="seconds for each part of the call: the wait for a person's approval (when the "
+        "tool needs elevation; the broker gets 10 s more to answer, then the call is denied) "
+        "and then the tool's run (then it is killed); default 60",
+    )
     p.add_argument("--elevated", action="store_true", help="ask to run outside the sandbox")
     p.add_argument("--json", action="store_true", help="print one JSON result object")
     p.add_argument("-v", "--verbose", action="store_true", help="report unenforced sandbox parts")

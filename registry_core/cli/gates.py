@@ -22,13 +22,14 @@ def this_host() -> str | None:
     return name if _HOST_RE.fullmatch(name) else None
 
 
-def make_gate(env: Mapping[str, str]) -> ElevationGate:
+def make_gate(env: Mapping[str, str], timeout: float | None = None) -> ElevationGate:
     """Nothing is contacted until a call needs elevation.
 
     Requests carry this machine's name: on a remote host the broker at the other
     end of the ollie-remote forward shows it (as the host's claim; the broker
-    names the host from its own record)."""
-    return LazyGate(env, host=this_host())
+    names the host from its own record).  ``timeout``: how long a person may take
+    to decide (the client gives the broker a margin beyond it, then denies)."""
+    return LazyGate(env, host=this_host(), timeout=timeout)
 
 
 def askpass_program() -> str | None:

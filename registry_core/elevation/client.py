@@ -3,13 +3,25 @@
 One request at a time per client; ``progress`` notices and replies of
 unknown ops are skipped while waiting for the reply to our id.  A socket
 served by another uid (``SO_PEERCRED``) is refused like a missing broker.
+
+Deadlines everywhere: connecting may take :data:`CONNECT_TIMEOUT` seconds;
+an ordinary request (ping, status, sudo_result...) gets its whole reply
+within :data:`REPLY_TIMEOUT`; a request that waits for a person (``elevate``,
+``askpass``) may wait as long as it told the broker it would (``timeout``,
+default :data:`APPROVAL_WAIT`) plus :data:`MARGIN`, after which the client
+gives up and the caller denies.  A broker that accepts the connection but
+never answers (stopped with SIGSTOP, hung) raises
+:class:`BrokerNotRespondingError`, which says so, not that no broker exists.
 """
 
 from __future__ import annotations
 
+import enum
+import errno
 import itertools
 import os
 import socket
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -20,24 +32,72 @@ from registry_core.elevation.identity import peer_credentials
 from registry_core.elevation.protocol import encode, reply_decoder
 from registry_core.errors import BrokerUnavailableError
 
+CONNECT_TIMEOUT = 5.0
+"""Seconds to connect (a stopped broker's full backlog makes connect wait)."""
+REPLY_TIMEOUT = 10.0
+"""Seconds for the reply to a request no person answers (ping, status, sudo_result)."""
+APPROVAL_WAIT = 300.0
+"""Seconds a request waits for a person by default (sent as the request's ``timeout``)."""
+MARGIN = 10.0
+"""Seconds beyond a person's wait before the client stops waiting for the broker's answer."""
+WAIT_ENV = "OLLIE_APPROVAL_WAIT"
+"""Environment variable by which a gate tells ``ollie-askpass`` how long a person may take."""
+
+
+class BrokerNotRespondingError(BrokerUnavailableError):
+    """A broker accepted the connection (or holds the socket) but does not answer."""
+
+
+class BrokerState(enum.Enum):
+    """What :func:`probe_broker` found on a socket path."""
+
+    ALIVE = "alive"
+    MISSING = "missing"  # no socket file (or another kind of file)
+    STALE = "stale"  # a socket file nobody listens on
+    NOT_RESPONDING = "not_responding"  # accepts, or would, but never answers
+    FOREIGN = "foreign"  # served by another user: never used
+
+
+class ForeignBrokerError(BrokerUnavailableError):
+    """The socket is served by another user: never used."""
+
+
+def _connect_error(path: Path, exc: OSError, timeout: float) -> BrokerUnavailableError:
+    if isinstance(exc, TimeoutError):
+        return BrokerNotRespondingError(
+            f"the broker on {path} is not responding (it does not accept connections "
+            f"within {timeout:g} s: stopped or hung?)"
+        )
+    if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+        return BrokerUnavailableError(f"no broker on {path}: no socket there")
+    if exc.errno == errno.ECONNREFUSED:
+        return BrokerUnavailableError(f"no broker on {path}: nobody listens on the socket")
+    return BrokerUnavailableError(f"no broker on {path}: {exc.strerror or exc}")
+
 
 class BrokerClient:
-    def __init__(self, path: Path, *, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        timeout: float | None = REPLY_TIMEOUT,
+        connect_timeout: float = CONNECT_TIMEOUT,
+    ) -> None:
         self.path = path
+        self.timeout = REPLY_TIMEOUT if timeout is None else timeout
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(timeout)
+        self._sock.settimeout(connect_timeout)
         try:
             self._sock.connect(str(path))
         except OSError as exc:
             self._sock.close()
-            reason = exc.strerror or str(exc)
-            raise BrokerUnavailableError(f"no broker on {path}: {reason}") from exc
+            raise _connect_error(path, exc, connect_timeout) from exc
         # The server must be us too: a socket another user planted (e.g. in a
         # /tmp fallback runtime directory) could otherwise forge approvals.
         _pid, uid, _gid = peer_credentials(self._sock)
         if uid != os.getuid():
             self._sock.close()
-            raise BrokerUnavailableError(f"{path} is served by uid {uid}, not by you: not using it")
+            raise ForeignBrokerError(f"{path} is served by uid {uid}, not by you: not using it")
         self._decoder = reply_decoder()
         self._backlog: list[m.Reply] = []
         self._ids = itertools.count(1)
@@ -60,18 +120,36 @@ class BrokerClient:
         return f"{os.getpid()}-{next(self._ids)}"
 
     def send(self, message: m.Request) -> None:
+        self._sock.settimeout(self.timeout)
         try:
             self._sock.sendall(encode(message))
+        except TimeoutError as exc:
+            raise self._not_responding(self.timeout) from exc
         except OSError as exc:
             raise BrokerUnavailableError(f"broker connection lost: {exc}") from exc
 
-    def receive(self) -> m.Reply:
-        """The next message from the broker (raises when the stream ends)."""
+    def _not_responding(self, waited: float) -> BrokerNotRespondingError:
+        return BrokerNotRespondingError(
+            f"the broker on {self.path} is not responding (no answer within {waited:g} s: "
+            "stopped or hung?)"
+        )
+
+    def receive(self, wait: float | None = None) -> m.Reply:
+        """The next message from the broker, within ``wait`` seconds (default: the
+        client's reply timeout); raises when the stream ends or the time is up."""
+        waited = self.timeout if wait is None else wait
+        return self._receive_until(time.monotonic() + waited, waited)
+
+    def _receive_until(self, deadline: float, waited: float) -> m.Reply:
         while not self._backlog:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise self._not_responding(waited)
+            self._sock.settimeout(remaining)
             try:
                 data = self._sock.recv(65536)
             except TimeoutError as exc:
-                raise BrokerUnavailableError("the broker did not answer in time") from exc
+                raise self._not_responding(waited) from exc
             except OSError as exc:
                 raise BrokerUnavailableError(f"broker connection lost: {exc}") from exc
             if not data:
@@ -86,11 +164,19 @@ class BrokerClient:
         self,
         message: m.Request,
         on_progress: Callable[[m.ProgressState], None] | None = None,
+        *,
+        wait: float | None = None,
     ) -> m.Reply:
-        """Send ``message`` and return the reply with its id (an ErrorReply included)."""
+        """Send ``message`` and return the reply with its id (an ErrorReply included).
+
+        The whole reply must come within ``wait`` seconds (default: the
+        client's reply timeout), else :class:`BrokerNotRespondingError`.
+        """
         self.send(message)
+        waited = self.timeout if wait is None else wait
+        deadline = time.monotonic() + waited
         while True:
-            reply = self.receive()
+            reply = self._receive_until(deadline, waited)
             if isinstance(reply, m.ProgressNotice):
                 if reply.id == message.id and on_progress is not None:
                     on_progress(reply.state)
@@ -119,6 +205,7 @@ class BrokerClient:
         on_progress: Callable[[m.ProgressState], None] | None = None,
         client: str | None = None,
     ) -> m.DecisionReply | m.ErrorReply:
+        wait = APPROVAL_WAIT if timeout is None else timeout
         msg = m.ElevateRequest(
             id=self.next_id(),
             tool=tool,
@@ -128,17 +215,20 @@ class BrokerClient:
             cwd=cwd,
             host=host,
             code=code,
-            timeout=timeout,
+            timeout=wait,
             client=client,
         )
-        reply = self.request(msg, on_progress)
+        reply = self.request(msg, on_progress, wait=wait + MARGIN)
         if isinstance(reply, m.DecisionReply | m.ErrorReply):
             return reply
         raise BrokerUnavailableError(f"unexpected {reply.op} reply to elevate")
 
-    def askpass(self, grant: str, prompt: str, attempt: int = 1) -> m.Reply:
+    def askpass(
+        self, grant: str, prompt: str, attempt: int = 1, *, wait: float = APPROVAL_WAIT
+    ) -> m.Reply:
+        """Ask for the password of ``grant``; a person may take ``wait`` seconds."""
         msg = m.AskpassRequest(id=self.next_id(), grant=grant, prompt=prompt, attempt=attempt)
-        return self.request(msg)
+        return self.request(msg, wait=wait + MARGIN)
 
     def sudo_result(self, grant: str, exit_code: int, auth_failed: bool) -> m.Reply:
         msg = m.SudoResultRequest(
@@ -153,10 +243,20 @@ class BrokerClient:
         return self.request(m.OpenBrowserRequest(id=self.next_id()))
 
 
+def probe_broker(path: Path, timeout: float = 2.0) -> BrokerState:
+    """What answers on ``path``: a live broker, nothing, or one that does not respond."""
+    try:
+        with BrokerClient(path, timeout=timeout, connect_timeout=timeout) as client:
+            return BrokerState.ALIVE if client.ping() else BrokerState.NOT_RESPONDING
+    except BrokerNotRespondingError:
+        return BrokerState.NOT_RESPONDING
+    except BrokerUnavailableError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED:
+            return BrokerState.STALE
+        return BrokerState.FOREIGN if isinstance(exc, ForeignBrokerError) else BrokerState.MISSING
+
+
 def broker_alive(path: Path, timeout: float = 2.0) -> bool:
     """Does a broker answer ``ping`` on ``path``?"""
-    try:
-        with BrokerClient(path, timeout=timeout) as client:
-            return client.ping()
-    except BrokerUnavailableError:
-        return False
+    return probe_broker(path, timeout) is BrokerState.ALIVE

@@ -18,7 +18,13 @@ from pathlib import Path
 from registry_core import paths
 from registry_core.dispatch.gate import Authorization, ElevationRequest, RefusingGate
 from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.elevation.client import (
+    APPROVAL_WAIT,
+    WAIT_ENV,
+    BrokerClient,
+    BrokerState,
+    probe_broker,
+)
 from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
 from registry_core.secure import harden_process
 
@@ -26,14 +32,18 @@ GRANT_ENV = "OLLIE_GRANT"
 
 
 class BrokerGate:
-    """Ask the broker listening on ``path``; any failure to get an answer is a denial."""
+    """Ask the broker listening on ``path``; any failure to get an answer is a denial.
+
+    ``timeout``: how long a person may take to decide (sent with the request;
+    the client stops waiting for the broker a margin after it).
+    """
 
     def __init__(
         self, path: Path, *, host: str | None = None, timeout: float | None = None
     ) -> None:
         self.path = path
         self.host = host
-        self.timeout = timeout
+        self.timeout = APPROVAL_WAIT if timeout is None else timeout
 
     def authorize(self, request: ElevationRequest) -> Authorization:
         try:
@@ -55,7 +65,7 @@ class BrokerGate:
             raise ElevationDeniedError(f"{reply.code}: {reply.message}")
         if reply.decision is not m.Decision.ALLOW:
             raise ElevationDeniedError(reply.reason)
-        env = {"OLLIE_ELEVATE_SOCKET": str(self.path)}
+        env = {"OLLIE_ELEVATE_SOCKET": str(self.path), WAIT_ENV: f"{self.timeout:g}"}
         if reply.grant:
             env[GRANT_ENV] = reply.grant
         return Authorization(reason=reply.reason, grant=reply.grant, env=env)
@@ -126,34 +136,49 @@ class InProcessGate(BrokerGate):
         self.broker.close()
 
 
-def choose_gate(env: Mapping[str, str], host: str | None = None) -> BrokerGate | RefusingGate:
+def choose_gate(
+    env: Mapping[str, str], host: str | None = None, timeout: float | None = None
+) -> BrokerGate | RefusingGate:
     """The running broker if one answers, else an in-process one, else a refusal.
 
     ``host`` is sent with each request (this machine's name, for a broker that
-    may sit at the other end of an ollie-remote forward)."""
+    may sit at the other end of an ollie-remote forward); ``timeout`` is how long
+    a person may take.  A broker that holds the socket but does not answer
+    (stopped, hung) is a refusal naming that, never replaced by another."""
     path = paths.elevate_socket(env)
-    if broker_alive(path):
-        return BrokerGate(path, host=host)
+    state = probe_broker(path)
+    if state is BrokerState.ALIVE:
+        return BrokerGate(path, host=host, timeout=timeout)
+    if state is BrokerState.NOT_RESPONDING:
+        return RefusingGate(
+            f"the elevation broker on {path} is not responding (stopped or hung?): "
+            "denied; restart it (ollie-tray or ollie-broker)"
+        )
     from registry_core.elevation.prompters.select import fallback_chain
 
     if not fallback_chain(env):
         return RefusingGate(
             f"no elevation broker on {path} and no front-end (kdialog, zenity, terminal) can ask"
         )
-    return InProcessGate(InProcessBroker(env))
+    gate = InProcessGate(InProcessBroker(env))
+    gate.timeout = APPROVAL_WAIT if timeout is None else timeout
+    return gate
 
 
 class LazyGate:
     """Chooses (and starts) a gate only when a call actually needs elevation."""
 
-    def __init__(self, env: Mapping[str, str], host: str | None = None) -> None:
+    def __init__(
+        self, env: Mapping[str, str], host: str | None = None, timeout: float | None = None
+    ) -> None:
         self._env = dict(env)
         self._host = host
+        self._timeout = timeout
         self._gate: BrokerGate | RefusingGate | None = None
 
     def _chosen(self) -> BrokerGate | RefusingGate:
         if self._gate is None:
-            self._gate = choose_gate(self._env, self._host)
+            self._gate = choose_gate(self._env, self._host, self._timeout)
         return self._gate
 
     def authorize(self, request: ElevationRequest) -> Authorization:

@@ -10,16 +10,25 @@ Socket safety: the directory is created 0700 and must be ours; the socket
 is bound under a 0177 umask (so it is never briefly wider than 0600); a
 socket that answers belongs to a live instance and is left alone; one that
 does not is stale and replaced.
+
+Start-up race: probing, removing a stale socket, binding and listening all
+happen under an ``flock`` on ``<socket>.lock`` beside the socket, so of two
+instances starting at the same instant one binds and the other then finds
+it live ("already running"); no instance can unlink a socket another has
+just bound.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import socket
 import stat
 from pathlib import Path
 
-from registry_core.errors import ElevationError
+from registry_core.errors import ElevationError, OllieError
+from registry_core.file_lock import exclusive, lock_path_for
 
 _BACKLOG = socket.SOMAXCONN
 
@@ -59,18 +68,43 @@ def socket_is_live(path: Path, timeout: float = 1.0) -> bool:
 def bind_socket(path: Path) -> socket.socket:
     """A listening socket at ``path`` (0600), replacing a stale one."""
     prepare_socket_dir(path)
-    if os.path.lexists(path):
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+    try:
+        with exclusive(lock_path_for(path), timeout=10.0):
+            return _bind_locked(path)
+    except (BrokerAlreadyRunningError, SocketSetupError):
+        raise
+    except (OllieError, OSError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SocketSetupError(f"cannot set up {path}: {reason}") from exc
+
+
+def _bind_locked(path: Path) -> socket.socket:
+    for _attempt in range(3):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            break
+        if not stat.S_ISSOCK(st.st_mode):
             raise SocketSetupError(f"{path} exists and is not a socket; refusing to replace it")
         if socket_is_live(path):
             raise BrokerAlreadyRunningError(f"another broker is already listening on {path}")
-        os.unlink(path)
+        # Remove exactly the file found stale: if it was replaced meanwhile (by an
+        # instance that does not take the lock), look again instead.
+        with contextlib.suppress(FileNotFoundError):
+            if os.lstat(path).st_ino != st.st_ino:
+                continue
+            os.unlink(path)
+        break
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)
     try:
         sock.bind(str(path))
     except OSError as exc:
         sock.close()
+        if exc.errno == errno.EADDRINUSE:  # an instance that does not take the lock won
+            raise BrokerAlreadyRunningError(
+                f"another broker is already listening on {path}"
+            ) from exc
         raise SocketSetupError(f"cannot bind {path}: {exc.strerror}") from exc
     finally:
         os.umask(old_umask)

@@ -31,6 +31,8 @@ from registry_core.elevation.listen import (
     prepare_socket_dir,
     socket_is_live,
 )
+from registry_core.errors import OllieError
+from registry_core.file_lock import exclusive, lock_path_for
 
 __all__ = [
     "BrokerAlreadyRunningError",
@@ -185,6 +187,8 @@ class BrokerServer:
         self.identify = identify
         self._server: asyncio.Server | None = None
         self._connections: set[_Connection] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
+        self._closing = False
         self._inode: int | None = None
         self.closed = asyncio.Event()
 
@@ -206,8 +210,15 @@ class BrokerServer:
         return m.AckReply(id=req.id)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:  # accepted just before close(): nothing more is served
+            writer.close()
+            return
         conn = _Connection(self, reader, writer)
         self._connections.add(conn)
+        task = asyncio.current_task()
+        if task is not None:
+            self._handlers.add(task)
+            task.add_done_callback(self._handlers.discard)
         try:
             await conn.run()
         except Exception:
@@ -222,18 +233,26 @@ class BrokerServer:
     async def close(self) -> None:
         """Deny everything pending, close every connection, remove the socket file."""
         self.broker.begin_shutdown()
+        self._closing = True
         if self._server is not None:
             self._server.close()
+        await asyncio.sleep(0)  # handlers of connections accepted just now start, and stop
         for conn in list(self._connections):
             await conn.cancel_all()
         for conn in list(self._connections):
             conn.writer.close()
+        # Let the handlers see their closed streams and finish: a handler still
+        # running when the loop ends is cancelled, and asyncio prints a traceback.
+        handlers = [t for t in self._handlers if t is not asyncio.current_task()]
+        if handlers:
+            await asyncio.wait(handlers, timeout=2.0)
         self._remove_socket()
         self.closed.set()
 
     def _remove_socket(self) -> None:
-        with contextlib.suppress(OSError):
-            if self._inode is not None and os.stat(self.path).st_ino == self._inode:
+        # Under the start-up lock: a new instance cannot bind between our check and unlink.
+        with contextlib.suppress(OSError, OllieError), exclusive(lock_path_for(self.path), 5.0):
+            if self._inode is not None and os.lstat(self.path).st_ino == self._inode:
                 os.unlink(self.path)
 
     @property
