@@ -132,9 +132,11 @@ def test_a_stopped_broker_is_not_responding_and_clients_are_bounded(tmp_path: Pa
     with broker(env) as proc:
         os.kill(proc.pid, signal.SIGSTOP)
         started = time.monotonic()
-        with pytest.raises(BrokerNotRespondingError, match="not responding"):
-            with BrokerClient(_sock(env), timeout=1.0) as client:
-                client.ping()
+        with (
+            pytest.raises(BrokerNotRespondingError, match="not responding"),
+            BrokerClient(_sock(env), timeout=1.0) as client,
+        ):
+            client.ping()
         assert time.monotonic() - started < 5
         started = time.monotonic()
         call = _tools(env, "call", "greet", "--elevated", "--timeout", "2")
