@@ -38,8 +38,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ollie_tray.browser.arg_editors import arg_specs, box
 from ollie_tray.browser.model import BADGE_COLORS, RowStatus, ToolRow
-from ollie_tray.browser.run_form import arg_specs, box
 from ollie_tray.icons import icon
 from registry_core.elevation.policies import Policy, PolicyStore
 from registry_core.elevation.prompter import Remember

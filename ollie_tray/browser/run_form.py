@@ -1,11 +1,11 @@
 """The "Run…" dialog: a form generated from a tool's ``args`` schema, run through a Dispatcher.
 
-Each property becomes an editor: an enum a combo box, a boolean a
-"not set / true / false" combo, a string, integer or number a line edit
-(so "not set" stays possible and a bad number is reported, not silently
-clamped), anything else (arrays, objects) a JSON text box.  Values are checked
-field by field, then against the whole schema with the dispatcher's own
-:func:`validate_args`; errors are shown next to the field.
+Each property gets an editor (``arg_editors.py``; path-like strings a file
+chooser).  Values are checked field by field, then against the whole schema
+with the dispatcher's own :func:`validate_args`; errors are shown next to the
+field.  Enter runs the tool (the form stays open); Esc and Close close it.
+The result is shown rendered from its content blocks (``content_view.py``:
+text, images), with stdout, stderr and the raw JSON one tab away.
 
 Threading: :meth:`Dispatcher.call` blocks (the tool runs, the elevation gate
 may wait for a person), so it runs on ``QThreadPool.globalInstance()``; the
@@ -18,17 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QKeyEvent
 from PySide6.QtWidgets import (
-    QBoxLayout,
     QCheckBox,
-    QComboBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -36,6 +32,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QPushButton,
     QScrollArea,
     QSplitter,
     QTabWidget,
@@ -43,160 +40,24 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ollie_tray.browser.arg_editors import (
+    ArgEditor,
+    ArgSpec,
+    FieldError,
+    allows_extra,
+    arg_specs,
+    box,
+    is_path_like,
+)
+from ollie_tray.browser.content_view import ContentView
 from registry_core.dispatch import CallOptions, CallResult, Dispatcher, validate_args
 from registry_core.errors import ArgumentsError
 from registry_core.registry import Tool
 
-_L = TypeVar("_L", bound=QBoxLayout)
-_UNSET = "(not set)"
-_INVALID = "border: 1px solid #b3261e;"
-_Layout = QBoxLayout | QFormLayout
-_LIMITS = {
-    "minimum": "≥",
-    "maximum": "≤",
-    "minLength": "min length",
-    "maxLength": "max length",
-    "pattern": "matches",
-}
+__all__ = ["ArgEditor", "ArgSpec", "FieldError", "RunForm", "arg_specs", "is_path_like"]
 
-
-def box(layout: _L, *items: QWidget | _Layout | None, margins: int | None = None) -> _L:
-    """Fill ``layout`` with widgets and layouts; ``None`` adds a stretch."""
-    for item in items:
-        if item is None:
-            layout.addStretch(1)
-        elif isinstance(item, QWidget):
-            layout.addWidget(item)
-        else:
-            layout.addLayout(item)
-    if margins is not None:
-        layout.setContentsMargins(margins, margins, margins, margins)
-    return layout
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    """One property of an ``args`` schema, as the browser shows and edits it."""
-
-    name: str
-    schema: Mapping[str, Any]
-    required: bool
-
-    @property
-    def kind(self) -> str:
-        if isinstance(self.schema.get("enum"), list):
-            return "enum"
-        kind = self.schema.get("type")
-        return kind if kind in ("string", "integer", "number", "boolean") else "json"
-
-    @property
-    def description(self) -> str:
-        return str(self.schema.get("description", ""))
-
-    @property
-    def type_text(self) -> str:
-        s = self.schema
-        if self.kind == "enum":
-            return "one of " + " | ".join(json.dumps(v) for v in s["enum"])
-        kind = s.get("type", "any")
-        text = " or ".join(kind) if isinstance(kind, list) else str(kind)
-        if text == "array" and isinstance(s.get("items"), Mapping):
-            text = f"array of {s['items'].get('type', 'any')}"
-        limits = [f"{label} {s[key]}" for key, label in _LIMITS.items() if key in s]
-        if "default" in s:
-            limits.append(f"default {json.dumps(s['default'])}")
-        return text + (f" ({', '.join(limits)})" if limits else "")
-
-
-def arg_specs(schema: Mapping[str, Any]) -> list[ArgSpec]:
-    """The properties of ``schema``, required ones first, each group in schema order."""
-    props = schema.get("properties")
-    if not isinstance(props, Mapping):
-        return []
-    required = schema.get("required")
-    wanted = set(required) if isinstance(required, list) else set()
-    specs = [ArgSpec(n, p if isinstance(p, Mapping) else {}, n in wanted) for n, p in props.items()]
-    return sorted(specs, key=lambda s: not s.required)
-
-
-def allows_extra(schema: Mapping[str, Any]) -> bool:
-    return schema.get("additionalProperties", True) is not False
-
-
-class FieldError(ValueError):
-    def __init__(self, name: str, message: str) -> None:
-        self.name = name
-        self.message = message
-        super().__init__(f"{name}: {message}")
-
-
-class ArgEditor:
-    """The editor of one property; :meth:`value` returns (is set, value) or raises FieldError."""
-
-    def __init__(self, spec: ArgSpec) -> None:
-        self.spec = spec
-        self.error = QLabel()
-        self.error.setStyleSheet("color: #b3261e;")
-        self.error.setWordWrap(True)
-        self.error.hide()
-        default = spec.schema.get("default")
-        self.widget: QComboBox | QLineEdit | QPlainTextEdit
-        if spec.kind in ("enum", "boolean"):
-            combo = QComboBox()
-            choices = spec.schema["enum"] if spec.kind == "enum" else [True, False]
-            self._choices = [None, *choices] if not spec.required else list(choices)
-            combo.addItems([_UNSET if c is None else self._label(c) for c in self._choices])
-            if default in self._choices:
-                combo.setCurrentIndex(self._choices.index(default))
-            self.widget = combo
-        elif spec.kind == "json":
-            box = QPlainTextEdit()
-            box.setFixedHeight(60)
-            box.setPlaceholderText(
-                "JSON, e.g. " + ('["a", "b"]' if "array" in str(spec.schema.get("type")) else "{}")
-            )
-            self.widget = box
-        else:
-            line = QLineEdit()
-            hint = f"default: {default}" if default is not None else spec.description
-            line.setPlaceholderText(hint)
-            self.widget = line
-        self.widget.setAccessibleName(spec.name)
-        self.widget.setToolTip(f"{spec.type_text}\n{spec.description}".strip())
-
-    @staticmethod
-    def _label(choice: object) -> str:
-        return choice if isinstance(choice, str) else json.dumps(choice)
-
-    def value(self) -> tuple[bool, Any]:
-        name, kind, w = self.spec.name, self.spec.kind, self.widget
-        if isinstance(w, QComboBox):
-            choice = self._choices[w.currentIndex()]
-            return choice is not None, choice
-        text = w.toPlainText() if isinstance(w, QPlainTextEdit) else w.text()
-        if not text.strip():
-            if self.spec.required:
-                raise FieldError(name, "is required")
-            return False, None
-        if kind == "string":
-            return True, text
-        if kind == "integer":
-            if not re.fullmatch(r"\s*[-+]?\d+\s*", text):
-                raise FieldError(name, f"{text.strip()!r} is not an integer")
-            return True, int(text)
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            what = "a number" if kind == "number" else "valid JSON"
-            raise FieldError(name, f"{text.strip()!r} is not {what}") from exc
-        if kind == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
-            raise FieldError(name, f"{text.strip()!r} is not a number")
-        return True, value
-
-    def show_error(self, message: str) -> None:
-        self.error.setText(message)
-        self.error.setVisible(bool(message))
-        self.widget.setStyleSheet(_INVALID if message else "")
+STDERR_TAB = 2
+RAW_TAB = 3
 
 
 class _CallSignals(QObject):
@@ -258,7 +119,7 @@ class RunForm(QDialog):
             editor = self.editors[spec.name] = ArgEditor(spec)
             label = QLabel(f"<b>{spec.name}</b> *" if spec.required else spec.name)
             label.setToolTip(spec.type_text)
-            form.addRow(label, box(QVBoxLayout(), editor.widget, editor.error, margins=0))
+            form.addRow(label, box(QVBoxLayout(), editor.row(), editor.error, margins=0))
         self.extra: QPlainTextEdit | None = None
         if allows_extra(tool.args):
             self.extra = QPlainTextEdit()
@@ -286,12 +147,18 @@ class RunForm(QDialog):
         self.message.setWordWrap(True)
         self.status = QLabel("Not run yet.")
         self.stdout, self.stderr, self.content = (_mono(QPlainTextEdit()) for _ in range(3))
+        self.result_view = ContentView()
         self.outputs = QTabWidget()
+        self.outputs.addTab(self.result_view, "Result")
         for widget, title in ((self.stdout, "stdout"), (self.stderr, "stderr")):
             self.outputs.addTab(widget, title)
-        self.outputs.addTab(self.content, "Content blocks")
+        self.outputs.addTab(self.content, "Raw JSON")
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.run_button = self.buttons.addButton("&Run", QDialogButtonBox.ButtonRole.ApplyRole)
+        # Enter runs (keyPressEvent); no button but Run may become the default.
+        for button in self.buttons.buttons():
+            if isinstance(button, QPushButton):
+                button.setAutoDefault(False)
         self.run_button.setDefault(True)
         self.run_button.clicked.connect(self.run)
         self.buttons.rejected.connect(self.reject)
@@ -325,6 +192,16 @@ class RunForm(QDialog):
                 args[name] = value
         validate_args(self.tool, args)
         return args
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        """Enter runs the tool (QDialog's default would close the form and lose the input)."""
+        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and not (
+            event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier
+        ):
+            self.run()
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def _show_invalid(self, field: str, message: str) -> None:
         root = re.split(r"[.\[]", field, maxsplit=1)[0]
@@ -386,10 +263,11 @@ class RunForm(QDialog):
         )
         self.stdout.setPlainText(result.stdout)
         self.stderr.setPlainText(result.stderr)
-        label = "Content blocks (structured)" if result.structured else "Content blocks"
-        self.outputs.setTabText(2, label)
+        label = "Raw JSON (structured)" if result.structured else "Raw JSON"
+        self.outputs.setTabText(RAW_TAB, label)
         self.content.setPlainText(json.dumps(result.content, indent=2, ensure_ascii=False))
-        self.outputs.setCurrentIndex(0 if result.stdout or not result.stderr else 1)
+        self.result_view.show_blocks(result.content)
+        self.outputs.setCurrentIndex(0 if result.stdout or not result.stderr else STDERR_TAB)
         self.run_finished.emit(result)
 
     def _failed(self, message: str) -> None:

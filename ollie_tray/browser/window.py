@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ollie_tray.browser.arg_editors import box
 from ollie_tray.browser.details import DetailsPanel
 from ollie_tray.browser.hosts import RemoteHostView, remote_file_tool
 from ollie_tray.browser.live import LiveRegistry
@@ -45,7 +46,7 @@ from ollie_tray.browser.model import (
     ToolRow,
     ToolTableModel,
 )
-from ollie_tray.browser.run_form import RunForm, box
+from ollie_tray.browser.run_form import RunForm
 from ollie_tray.browser.whatif import (
     BANNER_STYLE,
     WhatIf,

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QComboBox, QLineEdit, QPlainTextEdit
+from PySide6.QtCore import QBuffer, QIODevice, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit, QPlainTextEdit
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.browser import BrowserWindow
-from ollie_tray.browser.run_form import ArgSpec, FieldError, RunForm, arg_specs
+from ollie_tray.browser.content_view import ContentView
+from ollie_tray.browser.run_form import ArgSpec, FieldError, RunForm, arg_specs, is_path_like
 from registry_core.dispatch import CallResult, Dispatcher
 from registry_core.registry import RegistryLoader, Tool
 
@@ -176,8 +180,14 @@ def test_structured_output_shows_content_blocks(
         form.run()
     result: CallResult = blocker.args[0]
     assert result.structured, result
-    assert form.outputs.tabText(2) == "Content blocks (structured)"
-    assert "hello.txt" in form.content.toPlainText()
+    # Rendered from the structured content, not shown as JSON; raw JSON one click away.
+    assert form.outputs.currentIndex() == 0
+    assert form.outputs.tabText(0) == "Result"
+    [text] = form.result_view.texts()
+    assert "hello.txt" in text
+    assert not text.lstrip().startswith("{")
+    assert form.outputs.tabText(3) == "Raw JSON (structured)"
+    assert json.loads(form.content.toPlainText()) == result.content
 
 
 def test_dispatcher_errors_are_reported(
@@ -226,3 +236,78 @@ def test_extra_json_must_be_an_object(
         form.run()
     assert blocker.args == ["(other): must be a JSON object"]
     form.close()
+
+
+def test_enter_in_a_field_runs_and_keeps_the_form(
+    qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
+) -> None:
+    greet = loader.load().tools["greet"]
+    form = RunForm(greet, dispatcher, cwd=str(tmp_path))
+    qtbot.addWidget(form)
+    form.show()
+    qtbot.waitExposed(form)
+    field = form.editors["name"].widget
+    assert isinstance(field, QLineEdit)
+    field.setFocus()
+    qtbot.keyClicks(field, "Ada")
+    with qtbot.waitSignal(form.run_finished, timeout=RUN_TIMEOUT):
+        qtbot.keyClick(field, Qt.Key.Key_Return)
+    assert form.isVisible()  # not closed, nothing typed was lost
+    assert field.text() == "Ada"
+    assert form.result_view.texts() == ["Hello, Ada\n"]
+
+
+def test_path_like_arguments_get_a_file_chooser(
+    qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
+) -> None:
+    file_info = loader.load().tools["file_info"]
+    form = RunForm(file_info, dispatcher, cwd=str(tmp_path))
+    qtbot.addWidget(form)
+    form.show()
+    editor = form.editors["path"]
+    assert editor.browse_button is not None
+    target = tmp_path / "chosen.txt"
+    target.write_text("x")
+    qtbot.mouseClick(editor.browse_button, Qt.MouseButton.LeftButton)
+    dialog = editor.file_dialog
+    assert dialog is not None and dialog.isVisible()
+    dialog.fileSelected.emit(str(target))  # what choosing a file and OK do
+    dialog.reject()
+    assert editor.widget.text() == str(target)  # type: ignore[union-attr]
+
+
+def test_only_path_like_strings_get_a_chooser() -> None:
+    def chooser(name: str, schema: dict[str, object]) -> bool:
+        return is_path_like(ArgSpec(name, schema, False))
+
+    assert chooser("path", {"type": "string"})
+    assert chooser("config_file", {"type": "string"})
+    assert chooser("target", {"type": "string", "format": "path"})
+    assert not chooser("name", {"type": "string"})
+    assert not chooser("filename_pattern", {"type": "string"})
+
+
+def test_image_blocks_are_pictures_and_unknown_blocks_stay_readable(qtbot: QtBot) -> None:
+    image = QImage(3, 2, QImage.Format.Format_RGB32)
+    image.fill(0xFF336699)
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    image.save(buffer, "PNG")
+    data = base64.b64encode(bytes(buffer.data().data())).decode()
+    view = ContentView()
+    qtbot.addWidget(view)
+    view.show_blocks(
+        [
+            {"type": "text", "text": "before"},
+            {"type": "image", "data": data, "mimeType": "image/png"},
+            {"type": "resource", "uri": "file:///x"},
+            {"type": "image", "data": "not base64!", "mimeType": "image/png"},
+        ]
+    )
+    picture = view.blocks[1]
+    assert len(view.blocks) == 4
+    assert view.texts()[0] == "before"
+    assert isinstance(picture, QLabel)
+    assert (picture.pixmap().width(), picture.pixmap().height()) == (3, 2)
+    assert json.loads(view.texts()[2]) == {"type": "resource", "uri": "file:///x"}
+    assert "not base64!" in view.texts()[3]  # shown as its JSON, not dropped
