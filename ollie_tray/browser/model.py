@@ -39,6 +39,7 @@ from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPixmap
 
 from ollie_tray.browser.live import plan_row_update, ranges
 from ollie_tray.icons import icon
+from registry_core import paths
 from registry_core.registry import Registry, Status, Tool
 
 _Index = QModelIndex | QPersistentModelIndex
@@ -78,7 +79,35 @@ _DIM = {
     RowStatus.HIDDEN: QColor("#6b7280"),
     RowStatus.SHADOWED: QColor("#6b7280"),
 }
-BADGE_COLORS = {"read-only": "#2f6f9f", "elevated": "#b8610a", "sudo": "#c62828"}
+BADGE_COLORS = {
+    "read-only": "#2f6f9f",
+    "elevated": "#b8610a",
+    "sudo": "#c62828",
+    "demo": "#6d4c9f",
+}
+# Explanations of the terms the list uses (tooltips; the README says the same).
+TIER_HELP = {
+    "hot": "tier hot: the agent keeps this tool's documentation in its context (the default)",
+    "warm": "tier warm: the agent keeps this tool's documentation for a while after using it",
+    "cold": "tier cold: the agent loads this tool's documentation only when it uses the tool",
+}
+VARIANT_HELP = (
+    'v{n}: variant {n} of the .meta file\'s "variants" (counting from 0) is the first '
+    "whose match conditions hold on this host, so its settings are used"
+)
+HEADER_HELP = {
+    1: "available, hidden (no variant matches this host), broken (the .meta has an error) "
+    "or shadowed (an earlier tools directory has a tool of that name); vN: the variant used",
+    2: "context retention tier: how long an agent keeps the tool's documentation loaded "
+    "(hot: always · warm: a while after use · cold: only when used)",
+    3: "read-only: may run in parallel · elevated: leaves the sandbox · sudo: runs as root · "
+    "demo: a bundled example (Demo tools, read-only)",
+}
+
+
+def demo_tools_root() -> str:
+    """Where the bundled examples live: tools under it are the "Demo tools"."""
+    return os.fspath(paths.resources_dir() / "examples") + os.sep
 
 
 _STATUS = {
@@ -123,8 +152,18 @@ class ToolRow:
         if self.rank or self.tool.status is Status.BROKEN:
             return ()
         tool = self.tool
-        flags = (("read-only", tool.read_only), ("elevated", tool.elevated), ("sudo", tool.sudo))
+        flags = (
+            ("read-only", tool.read_only),
+            ("elevated", tool.elevated),
+            ("sudo", tool.sudo),
+            ("demo", self.is_demo),
+        )
         return tuple(name for name, on in flags if on)
+
+    @property
+    def is_demo(self) -> bool:
+        """One of the bundled examples ``--demo`` adds ("Demo tools")."""
+        return self.source_file.startswith(demo_tools_root())
 
     @property
     def status_text(self) -> str:
@@ -237,6 +276,8 @@ class ToolTableModel(QAbstractTableModel):
     ) -> Any:
         if orientation is Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return _HEADERS[section]
+        if orientation is Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
+            return HEADER_HELP.get(section)
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -272,8 +313,14 @@ class ToolTableModel(QAbstractTableModel):
     def _tooltip(row: ToolRow, column: int) -> str:
         if column == Column.STATUS and row.tool.problem and not row.shadowed:
             return row.tool.problem
+        if column == Column.STATUS and row.tool.variant is not None and not row.shadowed:
+            return VARIANT_HELP.format(n=row.tool.variant)
+        if column == Column.TIER and not row.shadowed:
+            return TIER_HELP.get(row.tool.tier.value, row.tool.tier.value)
         if column == Column.FLAGS:
             return ", ".join(row.badges) or "no flags"
+        if row.is_demo:
+            return f"{row.source_file}\nDemo tools: a bundled example, read-only"
         return row.source_file
 
     def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:

@@ -55,6 +55,7 @@ from ollie_tray.browser.whatif import (
     simulated_loader,
 )
 from ollie_tray.icons import icon
+from ollie_tray.windows.common import closable, count_text
 from registry_core.dispatch import Dispatcher
 from registry_core.elevation.policies import PolicyStore
 from registry_core.errors import ToolChangedError
@@ -171,13 +172,27 @@ class BrowserWindow(QMainWindow):
         )
         self.live_label = QLabel()
         self.statusBar().addPermanentWidget(self.live_label)
+        self.close_button = closable(self)  # and Esc (after the filter's own use of it)
+        self.statusBar().addPermanentWidget(self.close_button)
         if live:
             self._start_live()
         self._show_registry(loader.current)
-        if self.proxy.rowCount():
-            self.view.setCurrentIndex(self.proxy.index(0, 0))
+        first = self.first_available_row()
+        if first is not None:
+            self.view.setCurrentIndex(first)
 
     # --- public API -----------------------------------------------------------------
+
+    def first_available_row(self) -> QModelIndex | None:
+        """The first row shown that is an available tool (else the first row): where a
+        first look should land, not on a broken or hidden example."""
+        count = self.proxy.rowCount()
+        for row in range(count):
+            index = self.proxy.index(row, 0)
+            item = self.model.row(self.proxy.mapToSource(index).row())
+            if item is not None and item.status is RowStatus.AVAILABLE:
+                return index
+        return self.proxy.index(0, 0) if count else None
 
     def select_tool(self, name: str) -> bool:
         """Select the tool ``name`` (clearing a filter that hides it); False if unknown."""
@@ -278,7 +293,8 @@ class BrowserWindow(QMainWindow):
         else:
             waiting = len(self.live.waiting_for)
             note = f", {waiting} not created yet" if waiting else ""
-            self.live_label.setText(f"Live: watching {len(self.loader.dirs)} directories{note}")
+            watching = count_text(len(self.loader.dirs), "directory", "directories")
+            self.live_label.setText(f"Live: watching {watching}{note}")
 
     def _live_refreshed(self, registry: Registry, changed: frozenset[Path]) -> None:
         if self.remote_host is not None:
@@ -357,7 +373,10 @@ class BrowserWindow(QMainWindow):
         counts = self.model.counts()
         tools = self.model.rowCount() - counts[RowStatus.SHADOWED]
         parts = [f"{counts[s]} {s.value}" for s in RowStatus if counts[s]]
-        text = f"{tools} tools: " + ", ".join(parts) if parts else "No tools"
+        text = f"{count_text(tools, 'tool')}: " + ", ".join(parts) if parts else "No tools"
+        demo = sum(1 for r in range(self.model.rowCount()) if self.model.row(r).is_demo)
+        if demo:
+            text += f" ({count_text(demo, 'demo tool')}: bundled examples, read-only)"
         if self.proxy.filter_text:
             text += f" — showing {self.proxy.rowCount()}"
         if self.what_if is not None:

@@ -42,7 +42,8 @@ def test_lists_every_tool_with_its_status(make_window: MakeWindow) -> None:
     assert statuses[("system_logs", 0)] is RowStatus.AVAILABLE
     assert window.view.model().rowCount() == 12
     assert window.count_label.text() == "11 tools: 8 available, 1 hidden, 2 broken, 1 shadowed"
-    assert window.selected_tool() == "bad_tier"  # the first row is selected on open
+    # The first available tool is selected on open, not the first (broken) row.
+    assert window.selected_tool() == "desktop_notify"
     window.view.grab()  # paints every column, badges included, without errors
 
 
