@@ -105,6 +105,27 @@ class LandlockUnavailableError(SandboxError):
     """The kernel offers no Landlock and the profile does not allow best effort."""
 
 
+class NamespacesUnavailableError(SandboxError):
+    """bubblewrap (the namespace builder) is missing and the profile does not allow best effort."""
+
+
+class UnsafeWorkingDirectoryError(SandboxError):
+    """A sandboxed call was asked to run in a directory it must not get write access to.
+
+    ``cwd`` is the refused directory, ``reason`` what it is (``/``, the home
+    directory, holding Ollie's configuration, ...).
+    """
+
+    def __init__(self, cwd: str, reason: str) -> None:
+        self.cwd = cwd
+        self.reason = reason
+        super().__init__(
+            f"refusing to run a sandboxed tool in {cwd}: it is {reason}, and a tool may "
+            "write to its working directory; run the agent in a project directory "
+            "(e.g. mkdir -p ~/work/project && cd ~/work/project)"
+        )
+
+
 # --- elevation --------------------------------------------------------------
 
 

@@ -36,6 +36,17 @@ def scan_cache_dir(env: Mapping[str, str]) -> Path:
     return cache_home(env) / "ollie" / "registry"
 
 
+def sandbox_tmp_base(env: Mapping[str, str]) -> Path:
+    """Where each sandboxed call gets its private ``/tmp`` (one 0700 directory per call).
+
+    ``$XDG_RUNTIME_DIR/ollie-tmp`` (a per-user tmpfs, emptied at logout) when
+    the session has one, else ``$XDG_CACHE_HOME/ollie/tmp``; never the shared
+    ``/tmp``.
+    """
+    value = env.get("XDG_RUNTIME_DIR")
+    return Path(value) / "ollie-tmp" if value else cache_home(env) / "ollie" / "tmp"
+
+
 def runtime_dir(env: Mapping[str, str]) -> Path:
     value = env.get("XDG_RUNTIME_DIR")
     if value:

@@ -48,6 +48,7 @@ from registry_core.sandbox import (
     Access,
     EffectiveRules,
     LddResolver,
+    PreparedSandbox,
     SandboxCache,
     SandboxProfile,
     effective_rules,
@@ -56,9 +57,13 @@ from registry_core.sandbox import (
     sandbox_env,
     with_command,
 )
+from registry_core.sandbox.contain import contain, find_bwrap, missing_bwrap_gap, unavailable_error
+from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
+from registry_core.sandbox.workdir import check_working_directory
 
 DEFAULT_TIMEOUT = 60.0
+_NO_NAMESPACES = "{0.feature}: {0.reason}".format(missing_bwrap_gap())
 
 
 @dataclass(frozen=True)
@@ -191,6 +196,15 @@ class Dispatcher:
     _rules: RulesCache = field(default_factory=RulesCache, init=False, repr=False)
     _ldd: LddResolver = field(default_factory=LddResolver, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _bwrap: str | None = field(default=None, init=False, repr=False)
+    _bwrap_checked: bool = field(default=False, init=False, repr=False)
+
+    def bwrap(self) -> str | None:
+        """The namespace builder (looked up once), or ``None`` when not installed."""
+        if not self._bwrap_checked:
+            self._bwrap = find_bwrap(self.env)
+            self._bwrap_checked = True
+        return self._bwrap
 
     def tool_env(self, registry: Registry) -> dict[str, str]:
         """The variables every tool gets (spec): tools path, broker socket."""
@@ -223,6 +237,7 @@ class Dispatcher:
             return self._run_sudo(tool, executable, args, stdin, extra, options)
         if tool.elevated or options.elevated:
             return self._run_elevated(tool, executable, args, stdin, extra, options)
+        check_working_directory(cwd, self.env, registry.dirs)
         return self._run_sandboxed(tool, executable, stdin, extra, options)
 
     def _finish(
@@ -257,39 +272,82 @@ class Dispatcher:
         self, tool: Tool, executable: str, stdin: bytes, extra: dict[str, str], options: CallOptions
     ) -> CallResult:
         cwd = extra["PWD"]
+        bwrap = self.bwrap()
+        template_env = {**self.env, **extra}
+        if bwrap is not None:
+            template_env["TMPDIR"] = TMP  # the tool's private /tmp
         with self._lock:
             profile = self._rules.profile(self.env, options.profile)
             # Templates see the dispatcher's environment plus the tools path actually in use.
-            rules = self._rules.rules(profile, {**self.env, **extra}, cwd)
+            rules = self._rules.rules(profile, template_env, cwd)
             # The tool may always run (and read) its own executable, wherever cmd points;
             # advanced.ldd adds that executable's libraries.
             rules = with_command(
                 rules, executable, origin="tool executable", always=True, libraries=self._ldd
             )
-            sandbox = self._cache.get(rules)
+            abi = self._cache.abi
+            sandbox = None if bwrap is not None else self._uncontained(rules)
         env = sandbox_env(rules, self.env)
         if "PATH" in env:
             env["PATH"] = sandbox_path(rules, env["PATH"])
         env.update(extra)
         argv = [executable]
-        result = run_process(
-            argv,
-            stdin,
-            env=env,
+        if sandbox is not None:
+            result = run_process(
+                argv,
+                stdin,
+                env=env,
+                cwd=cwd,
+                timeout=options.timeout,
+                limit=options.limit,
+                preexec=sandbox.preexec,
+                on_start=options.on_start,
+            )
+            unenforced = (_NO_NAMESPACES, *sandbox.report.unenforced)
+            return self._finish(
+                tool, argv, result, options, sandboxed=sandbox.enforcing, unenforced=unenforced
+            )
+        assert bwrap is not None
+        if "TMPDIR" in env:
+            env["TMPDIR"] = TMP
+        launch = contain(
+            rules,
+            bwrap=bwrap,
+            executable=executable,
             cwd=cwd,
-            timeout=options.timeout,
-            limit=options.limit,
-            preexec=sandbox.preexec,
-            on_start=options.on_start,
+            private_tmp_base=paths.sandbox_tmp_base(self.env),
+            broker_socket=extra["OLLIE_ELEVATE_SOCKET"],
+            abi=abi,
         )
+        try:
+            result = run_process(
+                launch.argv,
+                stdin,
+                env=env,
+                cwd=cwd,
+                timeout=options.timeout,
+                limit=options.limit,
+                pass_fds=launch.pass_fds,
+                on_start=options.on_start,
+            )
+            if not result.timed_out:
+                launch.check(result.stderr)
+        finally:
+            launch.close()
         return self._finish(
             tool,
             argv,
             result,
             options,
-            sandboxed=sandbox.enforcing,
-            unenforced=sandbox.report.unenforced,
+            sandboxed=launch.sandbox.enforcing,
+            unenforced=launch.sandbox.report.unenforced,
         )
+
+    def _uncontained(self, rules: EffectiveRules) -> PreparedSandbox:
+        """Landlock only (no bwrap): refused unless the profile allows best effort."""
+        if not rules.best_effort:
+            raise unavailable_error(rules)
+        return self._cache.get(rules)
 
     def _run_elevated(
         self,

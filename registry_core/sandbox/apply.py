@@ -61,8 +61,12 @@ ACCESS_RIGHTS: Mapping[Access, FsAccess] = {
 ALWAYS_PASSED = ("OLLIE_TOOLS_PATH", "OLLIE_ELEVATE_SOCKET", "PWD")
 
 
-def gaps(rules: EffectiveRules, abi: int) -> tuple[Gap, ...]:
-    """What a sandbox for ``rules`` on a kernel of ``abi`` does not enforce."""
+def gaps(rules: EffectiveRules, abi: int, *, namespaces: bool = False) -> tuple[Gap, ...]:
+    """What a sandbox for ``rules`` on a kernel of ``abi`` does not enforce.
+
+    ``namespaces``: the call also runs in namespaces (:mod:`.contain`), which
+    hide every Unix socket the profile does not name.
+    """
     if abi < 1:
         return (
             Gap(
@@ -92,13 +96,22 @@ def gaps(rules: EffectiveRules, abi: int) -> tuple[Gap, ...]:
         )
     if network_limited:
         found.append(Gap("udp", "UDP and other non-TCP sockets are not restricted by Landlock"))
-    found.append(
-        Gap(
-            "unix_sockets",
-            "connect() to named Unix sockets is not restricted; only the environment "
-            "allowlist hides X11, D-Bus and ssh-agent",
+    if namespaces:
+        found.append(
+            Gap(
+                "unix_sockets",
+                "connect() to named Unix sockets inside paths the profile names is not "
+                "restricted (every other socket is absent from the mount view)",
+            )
         )
-    )
+    else:
+        found.append(
+            Gap(
+                "unix_sockets",
+                "connect() to named Unix sockets is not restricted; only the environment "
+                "allowlist hides X11, D-Bus and ssh-agent",
+            )
+        )
     return tuple(found)
 
 
@@ -116,7 +129,9 @@ def _refusal(rules: EffectiveRules, abi: int, fatal: list[Gap]) -> LandlockUnava
     )
 
 
-def prepare(rules: EffectiveRules, abi: int | None = None) -> PreparedSandbox:
+def prepare(
+    rules: EffectiveRules, abi: int | None = None, *, namespaces: bool = False
+) -> PreparedSandbox:
     """Build the Landlock ruleset for ``rules`` (``abi``: detected when ``None``).
 
     The returned sandbox owns a file descriptor: close it (or let a
@@ -124,7 +139,7 @@ def prepare(rules: EffectiveRules, abi: int | None = None) -> PreparedSandbox:
     """
     if abi is None:
         abi = landlock.abi_version()
-    found = gaps(rules, abi)
+    found = gaps(rules, abi, namespaces=namespaces)
     fatal = [gap for gap in found if gap.requested and (gap.needs_abi or 0) > abi]
     if fatal and not rules.best_effort:
         raise _refusal(rules, abi, fatal)

@@ -158,6 +158,39 @@ def pid_gone(pid: int, timeout: float = 10.0) -> bool:
         os.close(fd)
 
 
+def processes_running(token: str) -> list[int]:
+    """Host pids of live (not zombie) processes whose command line contains ``token``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if token.encode() in cmdline and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+def assert_no_process(token: str, what: str, timeout: float = 10.0) -> None:
+    """Fail unless every process whose command line holds ``token`` is gone within ``timeout``.
+
+    Tools run in their own PID namespace, so the pids they see are not the
+    host's: a unique argument (``sleep 60.<nonce>``) finds them instead.
+    Survivors are killed so a failing run leaves nothing behind.
+    """
+    for pid in processes_running(token):
+        if not pid_gone(pid, timeout):
+            survivors = processes_running(token)
+            for survivor in survivors:
+                os.kill(survivor, signal.SIGKILL)
+            pytest.fail(f"{what} survived: pids {survivors}")
+
+
 def assert_gone(pid: int, what: str) -> None:
     """Fail when ``pid`` survived; a survivor is killed so a failing run leaves nothing behind."""
     if not pid_gone(pid):

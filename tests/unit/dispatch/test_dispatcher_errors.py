@@ -7,12 +7,21 @@ tools in an isolated environment (see dispatch_helpers.py).
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from typing import Any
 
 import pytest
 import yaml
-from dispatch_helpers import ECHO, ENV_DUMP, HAS_LANDLOCK, MARKER, FakeGate, Stack, assert_gone
+from dispatch_helpers import (
+    ECHO,
+    ENV_DUMP,
+    HAS_LANDLOCK,
+    MARKER,
+    FakeGate,
+    Stack,
+    assert_no_process,
+)
 
 from registry_core.dispatch import CallOptions, Kind
 from registry_core.dispatch.dispatcher import DEFAULT_TIMEOUT, RulesCache
@@ -31,7 +40,11 @@ from registry_core.errors import (
 
 
 def test_timeout_kills_the_tool_and_its_children(stack: Stack) -> None:
-    script = "#!/bin/sh\necho $$ > parent.pid\nsleep 60 &\necho $! > child.pid\nexec sleep 60\n"
+    nonce = secrets.randbelow(10**9)
+    script = (
+        f"#!/bin/sh\nsleep 60.{nonce}1 &\nsetsid sleep 60.{nonce}2 &\n"
+        f"echo started > started\nexec sleep 60.{nonce}3\n"
+    )
     stack.tool("sleeper", script)
     start = time.monotonic()
     result = stack.call("sleeper", timeout=2)
@@ -42,8 +55,8 @@ def test_timeout_kills_the_tool_and_its_children(stack: Stack) -> None:
     assert result.exit_code == 124
     assert "timed out after 2 s" in result.stderr
     assert "timed out after 2 s" in result.error
-    for name in ("parent.pid", "child.pid"):
-        assert_gone(int((stack.cwd / name).read_text()), name)
+    assert (stack.cwd / "started").exists()
+    assert_no_process(f"60.{nonce}", "the tool, its child or its detached child")
 
 
 def test_fractional_timeout_is_reported_as_given(stack: Stack) -> None:

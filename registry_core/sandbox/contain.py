@@ -1,0 +1,203 @@
+"""Namespaces around Landlock: one contained launch of a tool through bubblewrap.
+
+``bwrap`` builds fresh user, mount, PID, IPC, UTS and cgroup namespaces (and a
+network namespace when the profile allows no network) with the mount view of
+:mod:`.mounts`; inside, the exec step (:mod:`.execstep`) applies the per-call
+Landlock ruleset built here in the parent, then execs the tool.  Use::
+
+    launch = contain(rules, bwrap=..., cwd=..., env=..., private_tmp_base=...)
+    try:
+        result = run_process(launch.argv, ..., pass_fds=launch.pass_fds)
+        launch.check(result.stderr)       # raises SandboxError if setup failed
+    finally:
+        launch.close()                    # ruleset, pipe, private /tmp removed
+
+Nothing outlives the call: bwrap runs as the namespace's init and the kernel
+kills every process of a PID namespace when its init exits;
+``--die-with-parent`` ties that to the dispatcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from registry_core.errors import NamespacesUnavailableError, SandboxError
+from registry_core.sandbox import execstep, landlock
+from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
+from registry_core.sandbox.landlock import PreparedSandbox
+from registry_core.sandbox.mounts import View, plan_view
+from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.report import Gap
+from registry_core.sandbox.rules import EffectiveRules
+
+PACKAGE = "bubblewrap"
+_SYSTEM_DIRS = "/usr/bin:/bin:/usr/local/bin"
+_NAMESPACES = (
+    "--unshare-user",
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--die-with-parent",
+)
+
+
+def find_bwrap(env: Mapping[str, str]) -> str | None:
+    """The ``bwrap`` program on the dispatcher's ``PATH`` (or the system's), if any."""
+    return shutil.which("bwrap", path=env.get("PATH") or _SYSTEM_DIRS) or shutil.which(
+        "bwrap", path=_SYSTEM_DIRS
+    )
+
+
+def missing_bwrap_gap() -> Gap:
+    return Gap(
+        "namespaces",
+        f"bwrap ({PACKAGE}) is not installed: the session D-Bus, X11, ssh-agent, tmux and "
+        "every other socket in /tmp and /run/user stay reachable, the real /tmp is shared, "
+        "and processes may outlive the call",
+        requested=True,
+    )
+
+
+def unavailable_error(rules: EffectiveRules) -> NamespacesUnavailableError:
+    return NamespacesUnavailableError(
+        f"sandboxed tools run in namespaces built by bwrap, which is not installed: "
+        f"install the '{PACKAGE}' package (apt/dnf install {PACKAGE}); or set "
+        f"'general.best_effort: true' in {rules.source} to run with Landlock only"
+    )
+
+
+@functools.cache
+def _exec_step_source() -> str:
+    return Path(execstep.__file__).read_text(encoding="utf-8")
+
+
+@functools.cache
+def interpreter() -> tuple[str, tuple[str, ...]]:
+    """The Python that runs the exec step, and what must be visible for it to start."""
+    exe = os.path.realpath(sys.executable)
+    needs = ["/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin", sys.base_prefix, exe]
+    return exe, tuple(dict.fromkeys(needs))
+
+
+def make_private_tmp(base: Path) -> str:
+    """A fresh 0700 directory under ``base`` (created 0700 if missing)."""
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if base.stat().st_uid != os.getuid():
+        raise SandboxError(f"{base} belongs to another user; refusing to use it")
+    return tempfile.mkdtemp(prefix="call-", dir=base)
+
+
+def remove_tree(path: str) -> None:
+    """Remove ``path`` even where the tool took its own permissions away (chmod 000)."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, 0o700)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@dataclass
+class Launch:
+    """One prepared, contained launch; :meth:`close` it after the process ended."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...]
+    sandbox: PreparedSandbox
+    view: View
+    private_tmp: str
+    _status_read: int
+    _status_write: int
+    _closed: bool = field(default=False)
+
+    def check(self, stderr: bytes) -> None:
+        """Raise :class:`SandboxError` when the sandbox never got in place."""
+        os.set_blocking(self._status_read, False)
+        try:
+            ok = os.read(self._status_read, 1) == b"1"
+        except BlockingIOError:
+            ok = False
+        if not ok:
+            text = stderr.decode(errors="replace").strip() or "no message"
+            raise SandboxError(f"the sandbox could not be set up (bwrap): {text}")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for fd in (self._status_read, self._status_write):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.sandbox.close()
+        remove_tree(self.private_tmp)
+
+
+def _proc_argument(view: View, sandbox: PreparedSandbox) -> str:
+    if sandbox.fd is None:
+        return ""
+    handled = landlock.fs_access_for_abi(min(sandbox.abi, landlock.MAX_KNOWN_ABI))
+    file_only = int(landlock.FILE_ONLY_ACCESS)
+    return "\n".join(
+        f"{int(ACCESS_RIGHTS[rule.access] & handled)}:{file_only}:{rule.path}"
+        for rule in view.proc_rules
+    )
+
+
+def contain(
+    rules: EffectiveRules,
+    *,
+    bwrap: str,
+    executable: str,
+    cwd: str,
+    private_tmp_base: Path,
+    broker_socket: str | None,
+    abi: int | None = None,
+) -> Launch:
+    """Prepare the contained launch of ``executable`` under ``rules``."""
+    private_tmp = make_private_tmp(private_tmp_base)
+    try:
+        python, needs = interpreter()
+        view = plan_view(
+            rules,
+            cwd=cwd,
+            private_tmp=private_tmp,
+            broker_socket=broker_socket,
+            helper_paths=needs,
+        )
+        sandbox = prepare(replace(rules, paths=view.landlock), abi, namespaces=True)
+    except BaseException:
+        remove_tree(private_tmp)
+        raise
+    status_read, status_write = os.pipe2(os.O_CLOEXEC)
+    ruleset = sandbox.fd if sandbox.fd is not None else -1
+    namespaces = list(_NAMESPACES)
+    if rules.network.mode is NetworkMode.DENY:
+        namespaces.append("--unshare-net")
+    argv = [
+        bwrap,
+        *namespaces,
+        *view.args,
+        "--",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        _exec_step_source(),
+        str(status_write),
+        str(ruleset),
+        _proc_argument(view, sandbox),
+        executable,
+    ]
+    fds = (status_write,) if ruleset < 0 else (status_write, ruleset)
+    return Launch(argv, fds, sandbox, view, private_tmp, status_read, status_write)

@@ -1,0 +1,77 @@
+"""The exec step: the last thing that runs inside the namespaces, before the tool.
+
+Bubblewrap has set up the namespaces and the mount view; Landlock forbids
+mount changes once applied, so it goes on here, as late as possible::
+
+    python3 -I -S -c <this file's source> STATUS_FD RULESET_FD PROC_RULES TOOL [ARG...]
+
+It sets ``no_new_privs``, adds the ``/proc`` rules (``PROC_RULES``:
+``mask:filemask:path`` entries joined by ``\\n``; the fresh procfs has inodes
+the parent could not name) to the per-call ruleset ``RULESET_FD`` (``-1``: no
+Landlock, best effort), restricts itself, closes the ruleset (the tool must
+never hold it), writes one byte to ``STATUS_FD`` (the parent's proof that the
+sandbox is in place) and execs the tool.  Any failure before that exits 125
+with a message and never runs the tool.
+
+This file is run by source (``-c``) under ``-I -S``: it imports only the
+standard library and nothing of ``registry_core``.
+"""
+
+import ctypes
+import os
+import stat
+import struct
+import sys
+
+_NO_NEW_PRIVS = 38
+_ADD_RULE = 445
+_RESTRICT_SELF = 446
+_PATH_BENEATH = 1
+
+
+def _fail(message: str) -> None:
+    os.write(2, f"ollie sandbox: {message}\n".encode(errors="replace"))
+    os._exit(125)
+
+
+def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
+    if libc.syscall(ctypes.c_long(number), *(ctypes.c_long(a) for a in args)) == -1:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+def main(argv: list[str]) -> None:
+    status, ruleset, proc_rules, tool = int(argv[1]), int(argv[2]), argv[3], argv[4:]
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    try:
+        if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if ruleset >= 0:
+            for entry in filter(None, proc_rules.split("\n")):
+                mask, file_mask, path = entry.split(":", 2)
+                try:
+                    path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                granted = int(mask)
+                if not stat.S_ISDIR(os.fstat(path_fd).st_mode):
+                    granted &= int(file_mask)
+                attr = ctypes.create_string_buffer(struct.pack("=Qi", granted, path_fd), 12)
+                _call(libc, _ADD_RULE, ruleset, _PATH_BENEATH, ctypes.addressof(attr), 0)
+                os.close(path_fd)
+            _call(libc, _RESTRICT_SELF, ruleset, 0)
+            os.close(ruleset)
+        os.write(status, b"1")
+        os.close(status)
+    except (OSError, ValueError) as exc:
+        _fail(f"cannot apply the sandbox: {exc}")
+    try:
+        os.execv(tool[0], tool)  # noqa: S606 - argv, never a shell
+    except OSError as exc:
+        os.write(2, f"{tool[0]}: {exc.strerror}\n".encode(errors="replace"))
+        os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
