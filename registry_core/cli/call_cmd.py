@@ -96,8 +96,10 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
             sys.stderr.write(
                 result.stderr if result.stderr.endswith("\n") else result.stderr + "\n"
             )
-        for note in result.unenforced if args.verbose else ():
-            print(f"ollie-tools call: not enforced: {note}", file=sys.stderr)
+        for note in result.unenforced:
+            # Running without namespaces (best effort) is said every time, loudly.
+            if args.verbose or note.startswith("namespaces:"):
+                print(f"ollie-tools call: not enforced: {note}", file=sys.stderr)
     return exit_status(result.exit_code)
 
 

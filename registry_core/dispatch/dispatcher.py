@@ -196,13 +196,15 @@ class Dispatcher:
     _rules: RulesCache = field(default_factory=RulesCache, init=False, repr=False)
     _ldd: LddResolver = field(default_factory=LddResolver, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    #: How to find bubblewrap (``None``: not installed); tests replace it.
+    find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap
     _bwrap: str | None = field(default=None, init=False, repr=False)
     _bwrap_checked: bool = field(default=False, init=False, repr=False)
 
     def bwrap(self) -> str | None:
         """The namespace builder (looked up once), or ``None`` when not installed."""
         if not self._bwrap_checked:
-            self._bwrap = find_bwrap(self.env)
+            self._bwrap = self.find_bwrap(self.env)
             self._bwrap_checked = True
         return self._bwrap
 

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from registry_core.dispatch import CallOptions, CallResult, Dispatcher
+from registry_core.errors import NamespacesUnavailableError
 from registry_core.paths import resources_dir
 from registry_core.registry import RegistryLoader
 from registry_core.sandbox import abi_version, load_profile
@@ -98,10 +99,18 @@ class Stack:
         return exe
 
     def call(
-        self, name: str, args: Any = None, directory: Path | None = None, **options: Any
+        self,
+        name: str,
+        args: Any = None,
+        directory: Path | None = None,
+        *,
+        no_bwrap: bool = False,
+        **options: Any,
     ) -> CallResult:
         registry = RegistryLoader([directory or self.tools], self.env).load()
         dispatcher = Dispatcher(registry=lambda: registry, env=self.env)
+        if no_bwrap:
+            dispatcher.find_bwrap = lambda env: None
         return dispatcher.call(
             name, {} if args is None else args, CallOptions(cwd=str(self.cwd), **options)
         )
@@ -235,6 +244,25 @@ def test_cannot_execute_what_it_wrote(stack: Stack) -> None:
     assert (stack.cwd / "mytrue").exists()  # writing was allowed, running is not
 
 
+def test_without_bubblewrap_calls_are_refused_naming_the_package(stack: Stack) -> None:
+    stack.tool("probe", "#!/bin/sh\necho ran\n")
+    with pytest.raises(NamespacesUnavailableError, match=r"install the 'bubblewrap' package"):
+        stack.call("probe", no_bwrap=True)
+
+
+def test_best_effort_without_bubblewrap_runs_and_says_what_is_missing(stack: Stack) -> None:
+    data = yaml.safe_load(SHIPPED_PROFILE.read_text())
+    data["general"]["best_effort"] = True
+    stack.write_profile("lenient", yaml.safe_dump(data))
+    stack.tool("probe", "#!/bin/sh\ncat >/dev/null\necho ran\n")
+    result = stack.call("probe", profile="lenient", no_bwrap=True)
+    assert result.ok, result.error
+    assert result.stdout == "ran\n"
+    assert result.sandboxed is True  # Landlock still applies
+    (note,) = [n for n in result.unenforced if n.startswith("namespaces:")]
+    assert "bubblewrap" in note and "D-Bus" in note
+
+
 # --- network -------------------------------------------------------------------
 
 
@@ -257,6 +285,21 @@ def test_default_profile_refuses_local_ports(stack: Stack, listeners: list[int])
     result = stack.call("connect", {"ports": listeners})
     assert result.ok, result.error
     assert set(json.loads(result.stdout).values()) == {13}
+
+
+def test_no_network_profile_gets_its_own_network_namespace(stack: Stack) -> None:
+    data = yaml.safe_load(SHIPPED_PROFILE.read_text())
+    data["network"] = {"enabled": False}
+    stack.write_profile("offline", yaml.safe_dump(data))
+    script = (
+        "#!/usr/bin/python3\nimport socket\nprint(sorted(n for _, n in socket.if_nameindex()))\n"
+    )
+    stack.tool("interfaces", script)
+    assert [name for _, name in socket.if_nameindex()] != ["lo"]  # the host has more
+    result = stack.call("interfaces", profile="offline")
+    assert result.ok, result.error
+    assert result.stdout == "['lo']\n"
+    assert stack.call("interfaces").stdout != "['lo']\n"  # the default profile shares it
 
 
 def test_cannot_signal_processes_outside_the_sandbox(stack: Stack) -> None:
