@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 
 def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.paths import elevate_socket
     from registry_core.sandbox import (
         abi_version,
         describe,
@@ -16,10 +17,16 @@ def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO)
         format_text,
         load_profile,
     )
+    from registry_core.sandbox.contain import find_bwrap
+    from registry_core.sandbox.mounts import TMP
 
     profile = load_profile(env, args.profile)
-    rules = effective_rules(profile, env, os.getcwd())
-    info = describe(rules, abi_version())
+    bwrap = find_bwrap(env)
+    # With namespaces, {TMPDIR} is the call's private /tmp (as the dispatcher expands it).
+    rules = effective_rules(profile, {**env, "TMPDIR": TMP} if bwrap else env, os.getcwd())
+    info = describe(
+        rules, abi_version(), bwrap=bwrap, cwd=os.getcwd(), broker_socket=str(elevate_socket(env))
+    )
     if args.json:
         json.dump(info, out, indent=2)
         out.write("\n")

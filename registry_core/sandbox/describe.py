@@ -14,6 +14,8 @@ from typing import Any
 
 from registry_core.sandbox import landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps
+from registry_core.sandbox.contain import missing_bwrap_gap
+from registry_core.sandbox.mounts import plan_view, view_rows
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.rules import EffectiveRules
 
@@ -30,8 +32,41 @@ def _rights(rights: landlock.FsAccess) -> list[str]:
     return [flag.name.lower() for flag in landlock.FsAccess if flag & rights and flag.name]
 
 
-def describe(rules: EffectiveRules, abi: int | None = None) -> dict[str, Any]:
-    """JSON-able description of ``rules`` on a kernel of ``abi`` (detected if ``None``)."""
+_PRIVATE_TMP = "(private)"
+
+
+def _namespaces(
+    rules: EffectiveRules, bwrap: str | None, cwd: str, socket: str | None
+) -> dict[str, Any]:
+    unshared = ["user", "mount", "pid", "ipc", "uts", "cgroup"]
+    if rules.network.mode is NetworkMode.DENY:
+        unshared.append("net")
+    view = plan_view(rules, cwd=cwd, private_tmp=_PRIVATE_TMP, broker_socket=socket)
+    return {
+        "builder": bwrap,
+        "enforced": bwrap is not None,
+        "unshared": unshared if bwrap else [],
+        "view": [
+            {"kind": kind, "path": path, "detail": detail}
+            for kind, path, detail in view_rows(view.args)
+        ],
+        "read_only_git": list(view.hidden_git),
+    }
+
+
+def describe(
+    rules: EffectiveRules,
+    abi: int | None = None,
+    *,
+    bwrap: str | None = None,
+    cwd: str | None = None,
+    broker_socket: str | None = None,
+) -> dict[str, Any]:
+    """JSON-able description of ``rules`` on a kernel of ``abi`` (detected if ``None``).
+
+    ``bwrap`` is the namespace builder (``None``: not installed); ``cwd`` and
+    ``broker_socket`` complete the mount view a call would get.
+    """
     if abi is None:
         abi = landlock.abi_version()
     known = min(abi, landlock.MAX_KNOWN_ABI)
@@ -69,6 +104,7 @@ def describe(rules: EffectiveRules, abi: int | None = None) -> dict[str, Any]:
         },
         "scoped": scoped,
         "env": list(rules.env),
+        "namespaces": _namespaces(rules, bwrap, cwd or os.getcwd(), broker_socket),
         "unenforced": [
             {
                 "feature": gap.feature,
@@ -76,7 +112,10 @@ def describe(rules: EffectiveRules, abi: int | None = None) -> dict[str, Any]:
                 "needs_abi": gap.needs_abi,
                 "requested": gap.requested,
             }
-            for gap in gaps(rules, abi)
+            for gap in (
+                *(() if bwrap else (missing_bwrap_gap(),)),
+                *gaps(rules, abi, namespaces=bwrap is not None),
+            )
         ],
         "warnings": list(rules.warnings),
         "skipped": [{"path": s.path, "reason": s.reason} for s in rules.skipped],
@@ -136,6 +175,18 @@ def format_text(description: Mapping[str, Any]) -> str:
         rows = [("mode", "unrestricted")]
     lines += _section("Network", rows)
     lines += _section("Scoped", [(name,) for name in description["scoped"]])
+    spaces = description["namespaces"]
+    if spaces["enforced"]:
+        lines += [
+            "",
+            f"Namespaces: {', '.join(spaces['unshared'])} (built by {spaces['builder']})",
+            "Mount view (everything else is absent):",
+            *_table([(v["kind"], v["path"], v["detail"]) for v in spaces["view"]]),
+        ]
+        if spaces["read_only_git"]:
+            lines += _section("Read-only .git", [(p,) for p in spaces["read_only_git"]])
+    else:
+        lines += ["", "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)"]
     lines += _section("Environment passed", [(name,) for name in description["env"]])
     lines += _section(
         "Not enforced", [(gap["feature"], _gap_text(gap)) for gap in description["unenforced"]]

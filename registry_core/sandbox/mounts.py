@@ -188,3 +188,35 @@ def plan_view(
         planner.args += ["--dir", cwd]  # chdir works; its contents stay absent
     planner.args += ["--remount-ro", "/", "--chdir", cwd]
     return View(tuple(planner.args), tuple(landlock), tuple(proc_rules), tuple(hidden))
+
+
+_ROW_KINDS = {"--bind": "rw", "--ro-bind": "ro", "--dev-bind": "device"}
+
+
+def view_rows(args: Sequence[str]) -> list[tuple[str, str, str]]:
+    """``(kind, path in the view, detail)`` per mount of a :func:`plan_view` result."""
+    rows: list[tuple[str, str, str]] = []
+    index = 0
+    while index < len(args):
+        flag = args[index]
+        if flag in _ROW_KINDS:
+            source, dest = args[index + 1], args[index + 2]
+            detail = "private, removed after the call" if dest == TMP else ""
+            if dest not in (source, TMP):
+                detail = f"from {source}"
+            rows.append((_ROW_KINDS[flag], dest, detail))
+            index += 3
+        elif flag == "--symlink":
+            rows.append(("symlink", args[index + 2], f"-> {args[index + 1]}"))
+            index += 3
+        elif flag in ("--proc", "--dev", "--dir"):
+            what = {
+                "--proc": "fresh procfs: this call's processes only",
+                "--dev": "minimal: null zero full random urandom tty pts shm",
+                "--dir": "empty (named by no rule)",
+            }[flag]
+            rows.append((flag[2:], args[index + 1], what))
+            index += 2
+        else:  # --remount-ro DEST, --chdir DIR
+            index += 2
+    return rows

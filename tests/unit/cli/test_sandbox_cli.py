@@ -56,9 +56,11 @@ def test_json_has_the_effective_rules_and_the_kernel_abi(root: Path) -> None:
     assert doc["kernel_abi"] == abi_version()
     assert doc["landlock"] is (abi_version() >= 1)
     rules = {(entry["path"], entry["access"]) for entry in doc["filesystem"]}
-    # Templates expanded: {CWD}, {TMPDIR}, {OLLIE_TOOLS_PATH}.
+    # Templates expanded: {CWD}, {TMPDIR} (the call's private /tmp), {OLLIE_TOOLS_PATH}.
     assert (str(root / "work"), "rw") in rules
-    assert (str(root / "tmp"), "rw") in rules
+    assert ("/tmp", "rw") in rules
+    view = doc["namespaces"]["view"]
+    assert {"kind": "rw", "path": "/tmp", "detail": "private, removed after the call"} in view
     assert (str(root / "tools"), "rox") in rules
     assert ("/usr", "rox") in rules
     assert ("/etc", "ro") in rules

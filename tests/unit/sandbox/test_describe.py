@@ -49,7 +49,16 @@ def test_describe_is_json_and_complete(tmp_path: Path) -> None:
     assert data["network"] == {"mode": "restricted", "bind_tcp": [8080], "connect_tcp": [443]}
     assert data["scoped"] == ["abstract_unix_socket", "signal"]
     assert data["env"] == ["PATH"]
-    assert {gap["feature"] for gap in data["unenforced"]} == {"udp", "unix_sockets"}
+    # describe() without a namespace builder: that is the first thing not enforced.
+    assert {gap["feature"] for gap in data["unenforced"]} == {"namespaces", "udp", "unix_sockets"}
+    assert data["namespaces"]["enforced"] is False
+    with_bwrap = describe(rules, abi=7, bwrap="/usr/bin/bwrap", cwd=str(tmp_path))
+    assert {gap["feature"] for gap in with_bwrap["unenforced"]} == {"udp", "unix_sockets"}
+    assert with_bwrap["namespaces"]["unshared"][:3] == ["user", "mount", "pid"]
+    assert {"kind": "rw", "path": str(tmp_path / "dir"), "detail": ""} in with_bwrap["namespaces"][
+        "view"
+    ]
+    assert "Mount view (everything else is absent):" in format_text(with_bwrap)
     assert data["skipped"][0]["path"] == "{UNSET_VARIABLE}/x"
     assert any("profile.bogus" in warning for warning in data["warnings"])
     assert any("UNSET_VARIABLE" in warning for warning in data["warnings"])
