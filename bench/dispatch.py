@@ -7,11 +7,15 @@ same run and in interleaved rounds (so drift hits every contender alike):
 2. fork floor   the same with a no-op ``preexec_fn`` (info): any ``preexec_fn``
                 makes CPython ``fork()`` instead of ``vfork()``, and the sandbox
                 is applied in exactly that hook -- the floor of its design;
-3. sandboxed    ``Dispatcher.call`` with the default profile: argument
-                validation, profile, effective rules, Landlock ruleset (cached),
-                filtered environment, bounded capture
-                (target: <= 3x bare);
-4. unsandboxed  ``Dispatcher.call(..., elevated=True)`` through a gate that
+3. bwrap alone ``bwrap`` with the same namespaces and the same mount view a
+                sandboxed call gets (default profile, private /tmp), running
+                the tool directly: no exec step, no Landlock, no dispatcher;
+4. sandboxed    ``Dispatcher.call`` with the default profile: argument
+                validation, profile, effective rules, mount view, a per-call
+                Landlock ruleset and private /tmp, bwrap, the exec step
+                (``python3 -I -S``) that applies Landlock, bounded capture
+                (targets: <= 4x bwrap alone and <= 10x bare);
+5. unsandboxed  ``Dispatcher.call(..., elevated=True)`` through a gate that
                 approves at once: the dispatcher without the sandbox (info).
 
 Each figure is the median wall time over ``--calls`` calls after a warm-up.
@@ -30,6 +34,7 @@ Always exits 0: benchmarks inform, they do not fail the suite.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -53,9 +58,18 @@ from registry_core.dispatch import (  # noqa: E402
 )
 from registry_core.errors import SandboxError  # noqa: E402
 from registry_core.registry import RegistryLoader  # noqa: E402
-from registry_core.sandbox import abi_version  # noqa: E402
+from registry_core.sandbox import (  # noqa: E402
+    Access,
+    PathRule,
+    abi_version,
+    effective_rules,
+    load_profile,
+)
+from registry_core.sandbox.contain import find_bwrap  # noqa: E402
+from registry_core.sandbox.mounts import TMP, plan_view  # noqa: E402
 
-TARGET = 3.0  # sandboxed / bare
+TARGET = 10.0  # sandboxed / bare
+TARGET_BWRAP = 4.0  # sandboxed / bwrap alone
 TOOL = "#!/bin/sh\ncat >/dev/null; echo ok\n"
 STDIN = b"{}"
 
@@ -91,6 +105,21 @@ def _setup(root: Path) -> tuple[dict[str, str], Path, Path]:
         "OLLIE_TOOLS_PATH": str(tools),
     }
     return env, tool, root / "work"
+
+
+def _bwrap_alone(env: dict[str, str], tool: Path, cwd: Path, private_tmp: Path) -> list[str] | None:
+    """The bwrap command line of a sandboxed call, minus the exec step (None: no bwrap)."""
+    bwrap = find_bwrap(env)
+    if bwrap is None:
+        return None
+    profile = load_profile(env)
+    rules = effective_rules(profile, {**env, "TMPDIR": TMP}, str(cwd))
+    own = PathRule(str(tool), Access.ROX, "tool executable")
+    rules = dataclasses.replace(rules, paths=(*rules.paths, own))
+    view = plan_view(rules, cwd=str(cwd), private_tmp=str(private_tmp), broker_socket=None)
+    namespaces = ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
+    namespaces += ["--unshare-cgroup-try", "--die-with-parent"]
+    return [bwrap, *namespaces, *view.args, "--", str(tool)]
 
 
 def _nothing() -> None:
@@ -139,12 +168,24 @@ def run(calls: int, warmup: int) -> dict[str, Any]:
 
             return call
 
+        (root / "bwrap-tmp").mkdir(mode=0o700)
+        bwrap_argv = _bwrap_alone(env, tool, cwd, root / "bwrap-tmp")
+
+        def bwrap_alone() -> None:
+            assert bwrap_argv is not None
+            done = subprocess.run(
+                bwrap_argv, input=STDIN, capture_output=True, cwd=cwd, env=env, check=True
+            )
+            assert done.stdout == b"ok\n", done.stderr
+
         contenders: dict[str, Callable[[], None]] = {
             "bare": bare,
             "fork_floor": fork_floor,
             "sandboxed": through(sandboxed, True),
             "unsandboxed": through(unsandboxed, False),
         }
+        if bwrap_argv is not None:
+            contenders["bwrap"] = bwrap_alone
         unavailable = ""
         try:
             contenders["sandboxed"]()
@@ -175,12 +216,18 @@ def run(calls: int, warmup: int) -> dict[str, Any]:
             for name, values in times.items()
         },
         "target": TARGET,
+        "target_bwrap": TARGET_BWRAP,
         "sandbox_unavailable": unavailable,
     }
     if "sandboxed" in medians:
         ratio = medians["sandboxed"] / medians["bare"]
         result["sandboxed_ratio"] = ratio
-        result["pass"] = ratio <= TARGET
+        result["pass_bare"] = ratio <= TARGET
+        result["pass"] = result["pass_bare"]
+        if "bwrap" in medians:
+            result["sandboxed_over_bwrap"] = medians["sandboxed"] / medians["bwrap"]
+            result["pass_bwrap"] = result["sandboxed_over_bwrap"] <= TARGET_BWRAP
+            result["pass"] = result["pass_bare"] and result["pass_bwrap"]
         result["sandboxed_over_fork_floor"] = medians["sandboxed"] / medians["fork_floor"]
     result["fork_floor_ratio"] = medians["fork_floor"] / medians["bare"]
     result["unsandboxed_ratio"] = medians["unsandboxed"] / medians["bare"]
@@ -204,6 +251,17 @@ def report(r: dict[str, Any]) -> str:
             "",
         ),
     ]
+    if "bwrap" in medians:
+        rows.append(
+            (
+                "bwrap alone, same mounts",
+                _ms(medians["bwrap"]),
+                _ms(p90["bwrap"]),
+                f"{medians['bwrap'] / medians['bare']:.2f}x bare",
+                "(baseline)",
+                "",
+            )
+        )
     if "sandboxed" in medians:
         rows.append(
             (
@@ -212,9 +270,20 @@ def report(r: dict[str, Any]) -> str:
                 _ms(p90["sandboxed"]),
                 f"{r['sandboxed_ratio']:.2f}x bare",
                 f"<= {r['target']:.1f}x",
-                "PASS" if r["pass"] else "MISS",
+                "PASS" if r["pass_bare"] else "MISS",
             )
         )
+        if "sandboxed_over_bwrap" in r:
+            rows.append(
+                (
+                    "  same, vs bwrap alone",
+                    "",
+                    "",
+                    f"{r['sandboxed_over_bwrap']:.2f}x bwrap",
+                    f"<= {r['target_bwrap']:.1f}x",
+                    "PASS" if r["pass_bwrap"] else "MISS",
+                )
+            )
     rows.append(
         (
             "dispatcher, unsandboxed (elevated)",
