@@ -47,7 +47,7 @@ def kinds_tool(demo_dirs: list[Path], loader: RegistryLoader) -> Tool:
 
 @pytest.fixture
 def form(qtbot: QtBot, kinds_tool: Tool, dispatcher: Dispatcher, tmp_path: Path) -> RunForm:
-    form = RunForm(kinds_tool, dispatcher, cwd=str(tmp_path))
+    form = RunForm(kinds_tool, dispatcher, cwd=str(work_dir(tmp_path)))
     qtbot.addWidget(form)
     form.show()
     return form
@@ -144,11 +144,18 @@ def test_field_error_carries_the_field() -> None:
     assert (err.name, err.message, str(err)) == ("count", "is required", "count: is required")
 
 
+def work_dir(tmp_path: Path) -> Path:
+    """A project directory: not ``tmp_path``, which holds the dispatcher's config dir."""
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    return work
+
+
 def test_a_real_sandboxed_run_of_greet_shows_stdout_and_exit_code(
     qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
 ) -> None:
     greet = loader.load().tools["greet"]
-    form = RunForm(greet, dispatcher, cwd=str(tmp_path))
+    form = RunForm(greet, dispatcher, cwd=str(work_dir(tmp_path)))
     qtbot.addWidget(form)
     form.show()
     form.editors["name"].widget.setText("Ada")  # type: ignore[union-attr]
@@ -170,10 +177,10 @@ def test_a_real_sandboxed_run_of_greet_shows_stdout_and_exit_code(
 def test_structured_output_shows_content_blocks(
     qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
 ) -> None:
-    target = tmp_path / "hello.txt"
+    target = work_dir(tmp_path) / "hello.txt"  # only the cwd is in the tool's view
     target.write_text("hi")
     file_info = loader.load().tools["file_info"]
-    form = RunForm(file_info, dispatcher, cwd=str(tmp_path))
+    form = RunForm(file_info, dispatcher, cwd=str(work_dir(tmp_path)))
     qtbot.addWidget(form)
     form.editors["path"].widget.setText(str(target))  # type: ignore[union-attr]
     with qtbot.waitSignal(form.run_finished, timeout=RUN_TIMEOUT) as blocker:
