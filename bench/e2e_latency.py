@@ -94,6 +94,9 @@ class Desk:
             "OLLIE_TOOLS_PATH": str(REPO / "resources" / "examples" / "tools"),
         }
         Path(self.agent_env["TMPDIR"]).mkdir(exist_ok=True)
+        # Sandboxed calls are refused in $HOME: the agent works in a project directory.
+        self.project = home.parent / "project"
+        self.project.mkdir(exist_ok=True)
         self.search_s: list[float] = []
 
     def xdotool(self, *args: str) -> str:
@@ -111,7 +114,7 @@ class Desk:
         return subprocess.Popen(
             [str(BIN / "ollie-tools"), "call", tool],
             env=self.agent_env,
-            cwd=self.agent_env["HOME"],
+            cwd=self.project,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
