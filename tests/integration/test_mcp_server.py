@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import secrets
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -85,8 +86,10 @@ class Env:
               "\"mimeType\":\"image/png\"},{\"type\":\"text\",\"text\":\"a picture\"}]}'\n", {
             "description": "Returns an image.",
         })  # fmt: skip
-        # Starts a grandchild and records both pids in its cwd, then waits.
-        _tool(t, "sleeper", "#!/bin/sh\ncat >/dev/null\nsleep 300 &\n"
+        # Starts a grandchild (found by its unique argument: the tool's pids are
+        # those of its own PID namespace), says so in its cwd, then waits.
+        self.token = f"300.{secrets.randbelow(10**9)}"
+        _tool(t, "sleeper", f"#!/bin/sh\ncat >/dev/null\nsleep {self.token} &\n"
               'echo "$$ $!" > "$PWD/pids.tmp" && mv "$PWD/pids.tmp" "$PWD/pids"\nwait\n', {
             "description": "Sleeps for a long time.",
         })  # fmt: skip
@@ -292,6 +295,21 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
+def _tree(env: Env) -> list[int]:
+    """Host pids of the running sleeper tool and its grandchild."""
+    needles = (env.token.encode(), str(env.tools / "sleeper").encode())
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                if any(n in cmdline for n in needles) and not _gone(int(entry)):
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
 def _wait_gone(pids: list[int]) -> None:
     deadline = time.monotonic() + DEADLINE
     while not all(_gone(p) for p in pids):
@@ -310,7 +328,7 @@ def test_timeout_kills_the_tool_and_says_so(env: Env) -> None:
         assert result.structuredContent["timed_out"] is True
 
     run(main)
-    _wait_gone([int(p) for p in (env.cwd / "pids").read_text().split()])
+    _wait_gone(_tree(env))
 
 
 def test_progress_is_reported_and_cancel_kills_the_whole_tree(env: Env) -> None:
@@ -340,7 +358,7 @@ def test_progress_is_reported_and_cancel_kills_the_whole_tree(env: Env) -> None:
                     await got_progress.wait()
                     while not (env.cwd / "pids").exists():
                         await anyio.sleep(0.05)
-                pids.extend(int(p) for p in (env.cwd / "pids").read_text().split())
+                pids.extend(_tree(env))
                 assert not any(_gone(p) for p in pids)
                 await s.send_notification(
                     types.ClientNotification(
@@ -358,7 +376,7 @@ def test_progress_is_reported_and_cancel_kills_the_whole_tree(env: Env) -> None:
 
     run(main)
     assert progress and progress[0][1] is not None and "running for" in progress[0][1]
-    assert len(pids) == 2
+    assert len(pids) >= 2  # the tool and its grandchild (plus bwrap, which names the tool)
     _wait_gone(pids)
 
 
