@@ -249,7 +249,7 @@ def test_enter_in_a_field_runs_and_keeps_the_form(
     qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
 ) -> None:
     greet = loader.load().tools["greet"]
-    form = RunForm(greet, dispatcher, cwd=str(tmp_path))
+    form = RunForm(greet, dispatcher, cwd=str(work_dir(tmp_path)))
     qtbot.addWidget(form)
     form.show()
     qtbot.waitExposed(form)
@@ -268,7 +268,7 @@ def test_path_like_arguments_get_a_file_chooser(
     qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher, tmp_path: Path
 ) -> None:
     file_info = loader.load().tools["file_info"]
-    form = RunForm(file_info, dispatcher, cwd=str(tmp_path))
+    form = RunForm(file_info, dispatcher, cwd=str(work_dir(tmp_path)))
     qtbot.addWidget(form)
     form.show()
     editor = form.editors["path"]
