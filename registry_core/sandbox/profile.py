@@ -21,6 +21,7 @@ file, the key and the value.  Template expansion lives in
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 import re
@@ -372,4 +373,10 @@ def load_profile(env: Mapping[str, str], name: str = DEFAULT_PROFILE) -> Sandbox
     path = sandbox_profile_path(env, name)
     if name == DEFAULT_PROFILE and not path.exists():
         install_default_profile(env)
+        profile = load_profile_file(path, name=name)
+        note = (
+            f"the default profile was missing and has been installed at {path} "
+            "(ollie-core would refuse to run without it)"
+        )
+        return dataclasses.replace(profile, warnings=(*profile.warnings, note))
     return load_profile_file(path, name=name)

@@ -98,7 +98,7 @@ def ours(root: Path, rules: list[tuple[str, Access]]) -> Iterator[Callable[[], N
     for relative, access in rules:
         filesystem.setdefault(access.value, []).append(str(root / relative))
     profile = parse_profile(
-        {"filesystem": filesystem, "network": {"unrestricted": True}},
+        {"filesystem": filesystem, "network": {"enabled": True, "unrestricted": True}},
         name="diff",
         source="/diff.yaml",
     )
