@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import socket
 import sys
@@ -30,6 +31,7 @@ from ollie_tray.prompter import PrompterSettings, QtPrompter
 from ollie_tray.remote_hosts import RemoteHosts
 from ollie_tray.secrets import PasswordVault
 from ollie_tray.signals import SignalBridge
+from ollie_tray.sni.qt_tray import SniTray
 from ollie_tray.state_report import STATE_FILE_ENV, StateReport
 from ollie_tray.tray import TrayActions, TrayIcon
 from registry_core import paths
@@ -52,6 +54,7 @@ from registry_core.remote.state import state_dir as remote_state_dir
 
 log = logging.getLogger(__name__)
 FULL_RESCAN_MS = 30_000
+TRAY_RECHECK_MS = 2_000
 
 
 @dataclass
@@ -111,19 +114,27 @@ class TrayApp:
         self._known_pending: set[str] = set()
         self._tasks: set[asyncio.Future[None]] = set()
         self._windows: dict[str, QWidget] = {}
-        self.tray: TrayIcon | None = None
-        if QSystemTrayIcon.isSystemTrayAvailable():
-            self.tray = TrayIcon(self._actions())
-            self.tray.show()
-        else:
-            print(
-                "ollie-tray: no system tray available; running without an icon "
-                "(dialogs and notifications still appear)",
-                file=sys.stderr,
-            )
+        # The tray's state and menu live in one TrayIcon.  It is shown through our own
+        # StatusNotifierItem (ollie_tray/sni) whenever a watcher runs, else as Qt's icon
+        # (XEmbed on X11) whenever a tray is there; _place_icon re-decides as they come
+        # and go.  Without either, dialogs, notifications and the Browser carry on.
+        self.tray: TrayIcon | None = TrayIcon(self._actions())
+        self.sni = SniTray(
+            self.tray,
+            on_registered=lambda _registered: self._place_icon(),
+            on_activation_token=self._set_activation_token,
+            on_activate=self._icon_activated,
+        )
+        self._icon_place = QTimer()
+        self._icon_place.setInterval(TRAY_RECHECK_MS)
+        self._icon_place.timeout.connect(self._place_icon)
+        self._said_no_tray = False
+        self._activation_token: str | None = None
+        self._dialog: QDialog | None = None
         self.notifier = Notifier(
             on_review=self.open_request,
             on_deny=self.prompter.deny,
+            on_activation_token=self._set_activation_token,
             fallback=self._tray_message,
             icon=str(paths.resources_dir() / "icons" / "ollie-tray.svg"),
         )
@@ -169,14 +180,58 @@ class TrayApp:
         self._tray_message("Ollie Tray: policy file problem", text)
 
     def _tray_message(self, title: str, body: str) -> None:
-        if self.tray is not None:
+        if self.tray is not None and self.tray.isVisible():
             self.tray.showMessage(title, body, icon("ollie-tray"), 10_000)
         else:
             print(f"ollie-tray: {title}: {body}", file=sys.stderr)
 
     def _dialog_changed(self, dialog: QDialog | None) -> None:
+        self._dialog = dialog
         if dialog is not None:
             dialog.setWindowIcon(icon("ollie-tray"))
+            # Ask for attention (urgency on X11, xdg-activation on Wayland): a
+            # compositor may refuse focus to a window nobody clicked, never to this.
+            QApplication.alert(dialog)
+
+    # --- the icon ---------------------------------------------------------------
+
+    def _place_icon(self) -> None:
+        """Our StatusNotifierItem when a watcher has it; else Qt's icon when a tray exists."""
+        tray = self.tray
+        if tray is None:
+            return
+        if self.sni.export.registered:
+            tray.hide()
+        elif QSystemTrayIcon.isSystemTrayAvailable():
+            tray.show()
+        else:
+            tray.hide()
+            if not self._said_no_tray:
+                self._said_no_tray = True
+                print(
+                    "ollie-tray: no system tray available yet; running without an icon "
+                    "(dialogs, notifications and the Tool Browser still work)",
+                    file=sys.stderr,
+                )
+
+    def _icon_activated(self) -> None:
+        """A click on the icon: the waiting request, else the Tool Browser."""
+        first = self.tray.first_pending_id() if self.tray is not None else None
+        if first is not None:
+            self.open_request(first)
+        else:
+            self.show_browser()
+
+    def _set_activation_token(self, token: str) -> None:
+        """A token from the notification server or the tray host, for the next raise."""
+        self._activation_token = token or None
+
+    def _use_activation_token(self) -> None:
+        # Qt's Wayland xdg-shell takes the token from this variable on the next
+        # activation request (and clears it); X11 ignores it.
+        token, self._activation_token = self._activation_token, None
+        if token:
+            os.environ["XDG_ACTIVATION_TOKEN"] = token
 
     def _broker_changed(self) -> None:
         pending: list[Pending] = list(self.broker.pending.values())
@@ -203,7 +258,10 @@ class TrayApp:
     # --- actions ----------------------------------------------------------------
 
     def open_request(self, request_id: str) -> None:
+        self._use_activation_token()
         self.prompter.raise_dialog()
+        if self._dialog is not None:
+            QApplication.alert(self._dialog)
 
     def set_autostart(self, enabled: bool) -> None:
         if enabled:
@@ -218,6 +276,7 @@ class TrayApp:
             window = factory()
             assert isinstance(window, QWidget)
             self._windows[key] = window
+        self._use_activation_token()
         window.show()
         window.raise_()
         window.activateWindow()
@@ -302,6 +361,9 @@ class TrayApp:
             if self.options.listening is None:
                 print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
         self._start_watching()
+        await self.sni.start()
+        self._place_icon()
+        self._icon_place.start()
         await self.notifier.start()
         if self.options.open_browser:
             self.show_browser()
@@ -319,6 +381,8 @@ class TrayApp:
             asyncio.get_running_loop().remove_reader(self._watcher.fileno())
             self._watcher.close()
         await self.notifier.close()
+        self._icon_place.stop()
+        await self.sni.close()
         self.remote.shutdown()
         for window in self._windows.values():
             window.close()

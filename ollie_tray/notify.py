@@ -138,10 +138,12 @@ def build_notification(
         )
     )
     action_list = ACTIONS if actions else ()
+    # Every request asks to escape the sandbox or to become root: critical, so that
+    # "do not disturb" modes (GNOME's among them) still show it.
+    urgency = Urgency.CRITICAL
     if sudo:
-        urgency, expire = Urgency.CRITICAL, 0
+        expire = 0
     else:
-        urgency = Urgency.NORMAL
         expire = min(int(request.timeout * 1000), _INT32_MAX) if request.timeout > 0 else -1
     return NotificationContent(summary, body, action_list, urgency, expire)
 
@@ -203,8 +205,10 @@ class Notifier:
         bus_address: str | None = None,
         connect: Connect | None = None,
         call_timeout: float = 5.0,
+        on_activation_token: Callable[[str], None] | None = None,
     ) -> None:
         self._on_review = on_review
+        self._on_token = on_activation_token
         self._on_deny = on_deny
         self._fallback = fallback
         if icon is None:
@@ -421,7 +425,12 @@ class Notifier:
         if self._server is None or msg.sender != self._server:
             log.debug("notifications: ignoring %s from %s", msg.member, msg.sender)
             return
-        if msg.member == "ActionInvoked" and len(body) >= 2:
+        if msg.member == "ActivationToken" and len(body) >= 2:
+            # Sent just before ActionInvoked: lets the dialog that "review" raises
+            # take the focus on Wayland compositors that prevent focus stealing.
+            if body[0] in self._by_id and self._on_token is not None:
+                self._on_token(str(body[1]))
+        elif msg.member == "ActionInvoked" and len(body) >= 2:
             request_id = self._by_id.get(body[0])
             if request_id is None:
                 return

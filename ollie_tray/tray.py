@@ -58,6 +58,8 @@ class TrayIcon(QSystemTrayIcon):
         self.setContextMenu(self.menu)
         self.activated.connect(self._activated)
         self._pending: list[Pending] = []
+        # Called after every change of state, icon or tooltip (the SNI export listens).
+        self.state_listeners: list[Callable[[], None]] = []
         # One submenu for the icon's lifetime, refilled whenever it opens.
         self.remote_menu = QMenu("&Remote hosts")
         self.remote_menu.setAccessibleName("Remote hosts")
@@ -81,6 +83,7 @@ class TrayIcon(QSystemTrayIcon):
         self.detail = detail
         self.setIcon(state_icon(TrayState.ERROR))
         self.setToolTip(tooltip_text(TrayState.ERROR, 0, detail))
+        self._tell_listeners()
 
     def update_state(self) -> None:
         if self.state is TrayState.ERROR:
@@ -93,6 +96,18 @@ class TrayIcon(QSystemTrayIcon):
             self.state = TrayState.IDLE
         self.setIcon(state_icon(self.state, len(self._pending)))
         self.setToolTip(tooltip_text(self.state, len(self._pending), self.detail))
+        self._tell_listeners()
+
+    def _tell_listeners(self) -> None:
+        for listener in list(self.state_listeners):
+            listener()
+
+    @property
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    def first_pending_id(self) -> str | None:
+        return self._pending[0].request.id if self._pending else None
 
     def rebuild_menu(self) -> None:
         menu = self.menu
@@ -103,10 +118,12 @@ class TrayIcon(QSystemTrayIcon):
             else "No pending requests"
         )
         header.setEnabled(False)
+        header.setObjectName("pending-header")  # a stable dbusmenu id across counts
         for item in self._pending:
             req = item.request
             label = f"{req.tool} — {req.what}" + ("" if item.showing else " (queued)")
             action = menu.addAction(label)
+            action.setObjectName(f"request:{req.id}")
             action.triggered.connect(lambda _=False, rid=req.id: self.actions.open_request(rid))
         menu.addSeparator()
         menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)
