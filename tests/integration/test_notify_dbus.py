@@ -145,7 +145,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
             (entry,) = await eventually(shown_for(desktop, "Approve deploy?"), bool)
             assert int(entry["id"]) == nid
             assert entry["app_name"] == "Ollie Tray"
-            assert entry["urgency"] == "NORMAL"
+            assert entry["urgency"] == "CRITICAL"  # escape requests are critical too (issue 14)
             assert entry["desktop_entry"] == "ollie-tray"
             assert "Asks to run outside the sandbox as you." in entry["body"]
             assert "Requester: /usr/bin/agent (pid 4242)" in entry["body"]
@@ -161,7 +161,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
             (closed,) = [h for h in history if h["id"] == nid]
             assert closed["summary"] == "Approve deploy?"
             assert closed["appname"] == "Ollie Tray"
-            assert closed["urgency"] == "normal"
+            assert closed["urgency"] == "critical"
             assert closed["body"].startswith("Asks to run outside the sandbox as you.")
             assert closed["default_action_name"] == "default"
 

@@ -23,10 +23,11 @@ def test_sandbox_request_content() -> None:
         "Host: laptop"
     )
     assert content.actions == ("default", "Review", "review", "Review", "deny", "Deny")
-    assert content.urgency is Urgency.NORMAL
+    # Critical for a sandbox escape too: "do not disturb" must not hide it (issue 14).
+    assert content.urgency is Urgency.CRITICAL
     assert content.expire_timeout == 60_000
     hints = content.hints()
-    assert hints["urgency"] == Variant("y", 1)
+    assert hints["urgency"] == Variant("y", 2)
     assert hints["desktop-entry"] == Variant("s", "ollie-tray")
 
 

@@ -33,6 +33,27 @@ def test_actions_call_review_and_deny() -> None:
     assert h.deny == ["r2"]
 
 
+def test_activation_token_of_our_notification_reaches_the_app_before_review() -> None:
+    tokens: list[str] = []
+    h = Harness(on_activation_token=tokens.append)
+    order: list[str] = []
+    h.notifier._on_review = lambda rid: order.append(f"review {rid} after {list(tokens)}")
+
+    async def main() -> None:
+        await h.notifier.start()
+        await h.notifier.request_raised(make_request("r1"))
+        # As the specification orders them: the token first, then the action.
+        h.bus.emit("ActivationToken", "us", [10, "kwin-token-1"])
+        h.bus.emit("ActionInvoked", "us", [10, "review"])
+        h.bus.emit("ActivationToken", "us", [99, "not-ours"])  # another app's notification
+        h.bus.emit("ActivationToken", "us", [10, "forged"], sender=":1.99")  # not the server
+        await h.notifier.close()
+
+    run(main)
+    assert tokens == ["kwin-token-1"]
+    assert order == ["review r1 after ['kwin-token-1']"]
+
+
 def test_signals_from_other_senders_are_ignored() -> None:
     h = Harness()
 
