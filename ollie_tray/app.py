@@ -22,7 +22,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
-from ollie_tray import autostart
+from ollie_tray import autostart, control
 from ollie_tray.dialogs.real_input import build_judge
 from ollie_tray.icons import icon
 from ollie_tray.keyring_consent import KeyringConsent, consent_file
@@ -55,6 +55,7 @@ from registry_core.remote.state import state_dir as remote_state_dir
 log = logging.getLogger(__name__)
 FULL_RESCAN_MS = 30_000
 TRAY_RECHECK_MS = 2_000
+DEMO_NO_AUTOSTART = "not in demo mode: run ollie-tray without --demo to enable it"
 
 
 @dataclass
@@ -62,6 +63,8 @@ class AppOptions:
     countdown_s: int = 60
     arm_delay_ms: int = 700
     open_browser: bool = False
+    # --demo is a trial with the bundled example tools: it never enables autostart.
+    demo: bool = False
     # Bound before Qt started (main.py), or why binding failed; None: bind in run().
     listening: socket.socket | None = None
     bind_error: str | None = None
@@ -168,6 +171,7 @@ class TrayApp:
             set_paused=self.broker.set_paused,
             set_autostart=self.set_autostart,
             autostart_enabled=lambda: autostart.is_enabled(self.env),
+            autostart_unavailable=lambda: DEMO_NO_AUTOSTART if self.options.demo else "",
             quit=self.quit,
             remote_hosts=self.remote.menu_entries,
             connect_remote=self.remote.ask_and_connect,
@@ -263,7 +267,18 @@ class TrayApp:
         if self._dialog is not None:
             QApplication.alert(self._dialog)
 
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume from outside the menu (the launcher's action), menu kept in step."""
+        self.broker.set_paused(paused)
+        if self.tray is not None:
+            self.tray.paused = paused
+            self.tray.update_state()
+            self.tray.rebuild_menu()
+
     def set_autostart(self, enabled: bool) -> None:
+        if self.options.demo:
+            self._tray_message("Ollie Tray", f"Start at login: {DEMO_NO_AUTOSTART}")
+            return
         if enabled:
             autostart.install(self.env)
         else:
@@ -292,9 +307,15 @@ class TrayApp:
                 gate=gate,
                 askpass=askpass_program(),
             )
-            return BrowserWindow(
+            window = BrowserWindow(
                 self.loader, dispatcher=dispatcher, policies=self.policies, env=self.env
             )
+            if self.tray is not None:
+                # The tray's own menu (pending requests, Policies, Audit, Pause, Quit…) in
+                # the window too: without a tray (GNOME) nothing is reachable only there.
+                self.tray.menu.setTitle("&Ollie Tray")
+                window.menuBar().addMenu(self.tray.menu)
+            return window
 
         self._show("browser", make)
 
@@ -362,6 +383,11 @@ class TrayApp:
                 print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
         self._start_watching()
         await self.sni.start()
+        await self.sni.export.publish(
+            control.PATH,
+            control.TrayControl(self.show_browser, self.set_paused, self.quit),
+            control.bus_name(self.socket_path),
+        )
         self._place_icon()
         self._icon_place.start()
         await self.notifier.start()

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from registry_core.paths import resources_dir
@@ -42,18 +43,49 @@ def install_icons(env: Mapping[str, str]) -> list[Path]:
     return installed
 
 
-def desktop_exec(executable: str | None = None) -> str:
+def program_argv(executable: str | None = None) -> list[str]:
+    """How to start this installation by absolute path, never by a bare name.
+
+    Desktops run autostart entries through systemd's XDG autostart generator
+    (GNOME, Plasma 6), which refuses an ``Exec`` it cannot find with the
+    session's ``PATH``; a venv is rarely on it.  So: the ``ollie-tray`` script
+    beside this interpreter (a venv or a ``pip --user`` install), else the one
+    on ``PATH`` (made absolute), else this interpreter with ``-m ollie_tray``.
+    """
+    if executable:
+        return [executable]
+    beside = Path(sys.executable).parent / "ollie-tray"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return [str(beside.absolute())]
+    found = shutil.which("ollie-tray")
+    if found:
+        return [str(Path(found).absolute())]
+    return [str(Path(sys.executable).absolute()), "-m", "ollie_tray"]
+
+
+def _quote(arg: str) -> str:
+    """One ``Exec`` argument, quoted as the Desktop Entry specification says."""
+    if not any(c in arg for c in " \t\n\"'\\><~|&;$*?#()`"):
+        return arg
+    escaped = arg.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+    return '"' + escaped.replace("$", "\\$") + '"'
+
+
+def desktop_exec(executable: str | None = None, args: Sequence[str] = ()) -> str:
     """The ``Exec`` value for this installation's ``ollie-tray`` (quoted when needed)."""
-    program = executable or shutil.which("ollie-tray") or "ollie-tray"
-    if any(c in program for c in ' "\\`$'):
-        escaped = program.replace("\\", "\\\\").replace('"', '\\"')
-        return f'"{escaped}"'
-    return program
+    return " ".join(_quote(a) for a in [*program_argv(executable), *args])
 
 
 def with_exec(text: str, executable: str | None = None) -> str:
-    program = desktop_exec(executable)
-    lines = [f"Exec={program}" if line.startswith("Exec=") else line for line in text.splitlines()]
+    """Every ``Exec=ollie-tray ARGS`` line pointed at this installation, ARGS kept."""
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("Exec="):
+            lines.append(line)
+            continue
+        args = line.removeprefix("Exec=").split()[1:]
+        # The string-level escape of the file applies on top of Exec's quoting.
+        lines.append("Exec=" + desktop_exec(executable, args).replace("\\", "\\\\"))
     return "\n".join(lines) + "\n"
 
 

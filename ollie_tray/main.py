@@ -44,6 +44,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="open the Tool Browser (in the running instance if there is one)",
     )
+    p.add_argument(
+        "--pause",
+        action="store_true",
+        help="pause the running instance: every request is denied until resumed",
+    )
+    p.add_argument("--quit", action="store_true", help="quit the running instance")
     p.add_argument("--install-autostart", action="store_true", help="start Ollie Tray at login")
     p.add_argument("--remove-autostart", action="store_true", help="do not start at login")
     p.add_argument(
@@ -125,6 +131,20 @@ def _open_browser_in_running(socket_path: Path) -> int:
     return 1
 
 
+def _ask_running(socket_path: Path, member: str, paused: bool) -> int:
+    from ollie_tray.control import ControlError, ask_running
+
+    try:
+        if member == "SetPaused":
+            ask_running(socket_path, member, paused)
+        else:
+            ask_running(socket_path, member)
+    except ControlError as exc:
+        print(f"ollie-tray: {exc} (is it running for {socket_path}?)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
@@ -149,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         env = demo_env(env)
         os.environ.update(env)
     socket_path = paths.elevate_socket(env)
+    if args.pause or args.quit:
+        return _ask_running(socket_path, "SetPaused" if args.pause else "Quit", args.pause)
     # Bind first, before Qt and the rest are imported: agents can connect at once
     # (their connections wait in the backlog until the event loop serves them), and
     # a live socket answers the single-instance question.
@@ -157,10 +179,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         listening = bind_socket(socket_path)
     except BrokerAlreadyRunningError:
-        if args.browser:
-            return _open_browser_in_running(socket_path)
+        # Launched again (the application menu, a launcher action): show the running
+        # instance's Tool Browser, the way in on desktops without a tray.
         print(f"ollie-tray: already running (a broker answers on {socket_path})", file=sys.stderr)
-        return 1
+        return _open_browser_in_running(socket_path)
     except SocketSetupError as exc:
         bind_error = str(exc)
     else:
@@ -192,6 +214,7 @@ def _run_gui(
     options = AppOptions(
         countdown_s=args.countdown,
         open_browser=args.browser,
+        demo=args.demo,
         listening=listening,
         bind_error=bind_error,
     )

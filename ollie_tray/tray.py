@@ -33,6 +33,8 @@ class TrayActions:
     remote_hosts: Callable[[], list[tuple[str, str]]] | None = None
     connect_remote: Callable[[], None] | None = None
     disconnect_remote: Callable[[str], None] | None = None
+    # Why "Start at login" cannot be used now ("" when it can), e.g. in demo mode.
+    autostart_unavailable: Callable[[], str] | None = None
 
 
 def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
@@ -139,7 +141,13 @@ class TrayIcon(QSystemTrayIcon):
         menu.addAction(pause)
         autostart = QAction("&Start at login", menu)
         autostart.setCheckable(True)
-        autostart.setChecked(self.actions.autostart_enabled())
+        why_not = self.actions.autostart_unavailable() if self.actions.autostart_unavailable else ""
+        if why_not:
+            autostart.setText(f"&Start at login ({why_not})")
+            autostart.setEnabled(False)
+        else:
+            autostart.setChecked(self.actions.autostart_enabled())
+        autostart.setObjectName("autostart")
         autostart.toggled.connect(self.actions.set_autostart)
         menu.addAction(autostart)
         menu.addSeparator()

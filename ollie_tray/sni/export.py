@@ -19,8 +19,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from dbus_fast import BusType, Message, MessageType
+from dbus_fast import BusType, Message, MessageType, NameFlag, RequestNameReply
 from dbus_fast.aio import MessageBus
+from dbus_fast.service import ServiceInterface
 
 from ollie_tray.sni.dbusmenu import DBusMenu, MenuBackend
 from ollie_tray.sni.item import ITEM_PATH, MENU_PATH, ItemActions, StatusNotifierItem
@@ -90,6 +91,23 @@ class SniExport:
             return True
         if reply.message_type is MessageType.METHOD_RETURN and reply.body:
             await self._watcher_changed(str(reply.body[0]))
+        return True
+
+    async def publish(self, path: str, interface: ServiceInterface, name: str) -> bool:
+        """Serve another interface on this connection under the well-known ``name``."""
+        if self._bus is None:
+            return False
+        self._bus.export(path, interface)
+        try:
+            reply = await asyncio.wait_for(
+                self._bus.request_name(name, NameFlag.DO_NOT_QUEUE), self._timeout
+            )
+        except Exception as exc:
+            log.warning("could not own %s on the session bus (%s)", name, exc)
+            return False
+        if reply not in (RequestNameReply.PRIMARY_OWNER, RequestNameReply.ALREADY_OWNER):
+            log.warning("%s is owned by another process", name)
+            return False
         return True
 
     async def close(self) -> None:
