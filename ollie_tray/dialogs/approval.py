@@ -122,7 +122,9 @@ class ApprovalDialog(QDialog):
             | Qt.WindowType.WindowCloseButtonHint
         )
         self.setAccessibleName(f"Approve {c.visible(request.tool)}?")
-        self.setMinimumWidth(680)
+        # Fits a half-screen tile of a 1280x800 screen (tiling compositors, issue 14);
+        # long values wrap or scroll inside their boxes.
+        self.setMinimumWidth(560)
         self.setMaximumWidth(900)
 
         self._arm_timer = QTimer(self)
