@@ -7,9 +7,9 @@ desktop file's actions) ask the running instance over D-Bus.  The session bus
 is the right door: tools in the sandbox cannot see it (only the broker socket
 is bound into their namespace), so no tool can pause or quit the broker.
 
-One name per broker socket (``org.ollie.Tray.s<hash>``): a ``--demo``
-instance and a normal one run side by side, each with its own socket, and a
-launcher action reaches the one its environment names.
+One name per broker socket (``org.ollie.Tray.s<hash>``): two brokers on
+different sockets (``OLLIE_ELEVATE_SOCKET``) run side by side, and a launcher
+action reaches the one its environment names.
 
 No ``from __future__ import annotations`` here: dbus-fast reads the
 ``Annotated`` signatures at class creation.

@@ -21,6 +21,8 @@ import wayland_harness as wh
 from e2e_driver import wait_for
 from sudo_user import SudoUser
 
+pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
+
 DENIED = 77
 TOOL = "write_protected_note"
 
@@ -77,6 +79,12 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
     try:
         assert monitor.stdout is not None
         assert json.loads(monitor.stdout.readline())["member"] == "ready"
+        # The Tool Browser takes one half of the screen, so the dialog tiles into the other.
+        ws.probe("click", item, str(_entry(_menu(ws, item), "Tool Browser")["id"]))
+        wait_for(
+            lambda: any("Tool Browser" in str(n.get("name")) for n in ws.toplevels()),
+            "the Tool Browser as a sway window",
+        )
         agent = ws.start_call(TOOL)
         pending = ws.wait_item(
             lambda p: p.get("Status") == "NeedsAttention", "NeedsAttention while pending"
@@ -92,6 +100,7 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
         dialog = next(n for n in ws.toplevels() if "approve" in str(n.get("name", "")).lower())
         assert dialog.get("shell") == "xdg_shell", dialog
         assert dialog.get("app_id") == "ollie-tray", dialog
+        assert dialog["rect"]["width"] <= wh.SCREEN[0] // 2, dialog["rect"]  # a half tile
         ws.shot("pending")
         # A real key press from sway's virtual keyboard: Escape denies.
         wait_for(lambda: _focused_is(ws, dialog["id"]), "the dialog focused")
@@ -145,3 +154,30 @@ def test_late_watcher_menu_clicks_and_restarted_panel(ws: wh.WaylandSession) -> 
     wait_for(lambda: ws.our_item() is None, "the watcher gone")
     wh.waybar(ws)
     ws.wait_item(lambda p: p.get("IconName") == "ollie-tray-paused", "registered again")
+
+
+def _weston_views(ws: wh.WaylandSession) -> str:
+    """weston's scene graph (its debug protocol), one dump."""
+    result = ws.run(["timeout", "5", "weston-debug", "scene-graph"])
+    return result.stdout
+
+
+def test_weston_dialog_is_a_native_toplevel(ws: wh.WaylandSession) -> None:
+    wh.require_wayland("weston", "weston-debug", "weston-screenshooter")
+    wh.weston(ws)
+    ws.start_tray("--countdown", "60")
+    agent = ws.start_call(TOOL)
+    wait_for(
+        lambda: "approve write_protected_note" in _weston_views(ws),
+        "the approval dialog in weston's scene graph",
+    )
+    views = _weston_views(ws)
+    assert "xdg_toplevel" in views, views
+    assert "ollie-tray" in views, views  # the app id
+    ws.shot("weston", ["weston-screenshooter"])
+    agent.terminate()
+    wait_for(lambda: agent.poll() is not None, "the agent gone")
+    wait_for(
+        lambda: "approve write_protected_note" not in _weston_views(ws),
+        "the dialog withdrawn with its requester",
+    )

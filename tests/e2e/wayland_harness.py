@@ -222,6 +222,10 @@ class WaylandSession:
             return None
         own = self.dirs.root / f"{name}.png"
         result = self.run(argv or ["grim", str(own)])
+        # weston-screenshooter names its own file in the working directory.
+        taken = sorted(self.dirs.root.glob("wayland-screenshot*.png"))
+        if not own.exists() and taken:
+            taken[-1].rename(own)
         if result.returncode != 0 or not own.exists():
             raise E2EError(f"screenshot {name} failed: {result.stderr}")
         target = Path(target_dir) / f"{self.test_name}-{name}.png"

@@ -27,6 +27,7 @@ from ollie_tray.tray import TrayIcon
 
 GENERATOR = Path("/usr/lib/systemd/user-generators/systemd-xdg-autostart-generator")
 SESSION_PATH = "/usr/local/bin:/usr/bin:/bin"
+pytestmark = [pytest.mark.realstack]
 
 
 def _require(path: Path | str | None, package: str) -> str:

@@ -125,3 +125,40 @@ def test_pixmaps_are_argb_in_network_byte_order(qapp: QApplication) -> None:
     image = QImage(1, 1, QImage.Format.Format_ARGB32)
     image.fill(0x80112233)
     assert argb32(image) == bytes([0x80, 0x11, 0x22, 0x33])
+
+
+def test_host_activation_token_is_handed_to_the_app(qapp: QApplication) -> None:
+    tokens: list[str] = []
+    tray = TrayIcon(recording_actions([]))
+    sni = SniTray(tray, on_activation_token=tokens.append)
+    sni.export.item.ProvideXdgActivationToken("host-token")
+    assert tokens == ["host-token"]
+
+
+def test_the_next_raise_passes_the_token_to_qt_wayland(
+    qapp: QApplication, tmp_path: Any, monkeypatch: Any
+) -> None:
+    import os
+
+    from ollie_tray.app import AppOptions, TrayApp
+
+    (tmp_path / "run").mkdir(mode=0o700)
+    env = {
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "c"),
+        "XDG_STATE_HOME": str(tmp_path / "s"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "OLLIE_TOOLS_PATH": str(tmp_path / "tools"),
+    }
+    monkeypatch.delenv("XDG_ACTIVATION_TOKEN", raising=False)
+    app = TrayApp(qapp, env, AppOptions())
+    try:
+        app._set_activation_token("notification-token")
+        app.open_request("r1")
+        # Qt's xdg-shell plugin reads (and clears) this on the next activation request.
+        assert os.environ.get("XDG_ACTIVATION_TOKEN") == "notification-token"
+        os.environ.pop("XDG_ACTIVATION_TOKEN")
+        app.open_request("r1")  # a token is used once
+        assert "XDG_ACTIVATION_TOKEN" not in os.environ
+    finally:
+        app._signals.close()
