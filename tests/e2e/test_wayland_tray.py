@@ -64,6 +64,8 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
     ws.start_tray("--countdown", "60")
     idle = ws.wait_item(lambda p: p.get("Status") == "Active", "our item registered, Active")
     item = idle["item"]
+    # One icon: ours, not a second one from Qt's own export.
+    assert ws.probe("items") == [item]
     assert idle["IconName"] == "ollie-tray"
     assert idle["AttentionIconName"] == "ollie-tray-pending"
     assert idle["Title"] == "Ollie Tray"
