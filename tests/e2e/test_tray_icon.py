@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import stat
 
+import e2e_driver as drv
 import pytest
+from e2e_driver import IconWindow
 from e2e_harness import E2E
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
@@ -22,11 +24,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
 
 def test_icon_docks_in_trayer_and_socket_is_private(e2e: E2E) -> None:
     tray = e2e.start_tray(demo=True)
-    icon = tray.wait_icon()
+    tray.wait_icon()
+
+    def settled() -> IconWindow | None:
+        # trayer moves a newly docked icon into place and the icon paints after
+        # mapping: wait for both (the panel behind an empty slot is one colour).
+        icon = drv.tray_icon(e2e.display, tray.pid)
+        if icon is None or not 0 <= icon.y < 24:
+            return None
+        painted = e2e.display.colours(icon.x, icon.y, icon.width, icon.height) > 2
+        return icon if painted else None
+
+    icon = drv.wait_for(settled, "the icon in place in the 24-pixel panel, painted")
     assert icon.width >= 16 and icon.height >= 16, icon
-    assert 0 <= icon.y < 24, f"the icon should sit in the 24-pixel panel at the top: {icon}"
-    # Painted: the panel behind an empty slot is a single colour.
-    assert e2e.display.colours(icon.x, icon.y, icon.width, icon.height) > 2
     state = tray.wait_state(lambda s: s["tray"] == "idle", "idle tray state")
     assert state["pending"] == 0
     e2e.shot("tray-icon")

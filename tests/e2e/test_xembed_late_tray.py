@@ -15,10 +15,11 @@ from pathlib import Path
 import desktop_session as ds
 import e2e_driver as drv
 import pytest
-from conftest import TRAYER
 from e2e_harness import VENV_BIN, require_desktop, trayer_panel
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
+
+TRAYER = ["trayer", "--edge", "top", "--align", "right", "--widthtype", "request", "--height", "24"]
 
 
 def test_icon_docks_in_a_tray_started_after_the_app(tmp_path: Path) -> None:
