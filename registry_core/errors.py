@@ -183,3 +183,11 @@ class HostKeyError(SshError):
 
 class SshAuthError(SshError):
     """The remote host refused our keys (BatchMode: no password prompts)."""
+
+
+class AgentActionError(OllieError):
+    """Deciding an agent's own action (``ollie-approve``) failed before asking anybody."""
+
+
+class ApproveRulesError(AgentActionError):
+    """The ``ollie-approve`` rules file is unreadable or invalid (names file and field)."""

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
@@ -43,6 +44,7 @@ from PySide6.QtWidgets import (
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
+from ollie_tray.dialogs.action_view import ActionDetailsView, pattern_editor
 from ollie_tray.dialogs.real_input import (
     ApproveButton,
     InputJudge,
@@ -58,6 +60,10 @@ _ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
 
 
 def _explanation(request: ApprovalRequest) -> str:
+    if request.action is not None:
+        return (
+            "If you approve, the agent runs this action itself, as you, outside any Ollie sandbox."
+        )
     if request.kind is Kind.SUDO:
         return (
             "If you approve, this tool runs as root through sudo: it can read and change"
@@ -164,7 +170,8 @@ class ApprovalDialog(QDialog):
     # --- building --------------------------------------------------------------
 
     def _header(self) -> QWidget:
-        sudo = self.request.kind is Kind.SUDO
+        action = self.request.action
+        sudo = self.request.kind is Kind.SUDO and action is None
         color, dark, tint = (
             (c.RED, c.RED_DARK, c.RED_TINT) if sudo else (c.AMBER, c.AMBER_DARK, c.AMBER_TINT)
         )
@@ -176,10 +183,16 @@ class ApprovalDialog(QDialog):
             else c.glyph_pixmap(color, "!", 46, shape="triangle")
         )
         icon = c.icon_label(pixmap, "Run as root" if sudo else "Sandbox escape")
-        title = c.plain_label(f"{self.request.tool} wants to {self.request.what}", scale=1.45)
+        headline = (
+            f"{self.request.tool} wants to {self.request.what}"
+            if action is None
+            else f"{c.visible(action.agent)} wants to use its tool {c.visible(action.tool)}"
+        )
+        title = c.plain_label(headline, scale=1.45)
         self.title_label = title
         explain = c.plain_label(_explanation(self.request), style=f"color: {dark};")
-        tags: list[QWidget] = [c.badge("RUN AS ROOT" if sudo else "SANDBOX ESCAPE", color)]
+        tag = "RUN AS ROOT" if sudo else "SANDBOX ESCAPE" if action is None else "AGENT ACTION"
+        tags: list[QWidget] = [c.badge(tag, color)]
         self.remote_badge: QLabel | None = None
         if self.request.remote:
             self.remote_badge = c.badge(f"REMOTE · {self.request.host}", "#1565c0")
@@ -199,6 +212,10 @@ class ApprovalDialog(QDialog):
     def _details(self) -> QWidget:
         """Tool, requester, code and arguments: scrolls only when the screen is too small."""
         r = self.request
+        self.action_view: ActionDetailsView | None = None
+        if r.action is not None:
+            self.action_view = ActionDetailsView(r)
+            return t.FitScrollArea(self.action_view)
         content = QWidget()
         column = QVBoxLayout(content)
         column.setContentsMargins(0, 0, 0, 0)
@@ -281,6 +298,12 @@ class ApprovalDialog(QDialog):
             )
             row.insertWidget(2, note)
         column.addLayout(row)
+        self.pattern_edit: QLineEdit | None = None
+        if self.request.action is not None:
+            text, self.pattern_edit = pattern_editor(self.request)
+            pattern_caption = QLabel(f"{text}:")
+            pattern_caption.setBuddy(self.pattern_edit)
+            column.addLayout(c.hbox(pattern_caption, self.pattern_edit, stretch_after=False))
 
         self.countdown_label = QLabel()
         self.countdown_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -405,12 +428,16 @@ class ApprovalDialog(QDialog):
     def _on_deny(self) -> None:
         deny_always = self.selected_remember() is Remember.DENY_ALWAYS
         remember = Remember.DENY_ALWAYS if deny_always else Remember.ONCE
-        self._finish(Approval(False, remember, "denied by the user"))
+        self._finish(Approval(False, remember, "denied by the user", self._pattern()))
 
     def _on_approve(self) -> None:
         if not self._approve.isEnabled():  # a click that raced the arming or the choice
             return
-        self._finish(Approval(True, self.selected_remember(), "approved by the user"))
+        approval = Approval(True, self.selected_remember(), "approved by the user", self._pattern())
+        self._finish(approval)
+
+    def _pattern(self) -> str | None:
+        return None if self.pattern_edit is None else self.pattern_edit.text()
 
     def _on_ignored(self, why: str) -> None:
         log.warning("approval dialog for %s: %s", self.request.id, why)

@@ -121,6 +121,8 @@ class AuditRecord:
     code: str | None = None
     claimed_host: str | None = None
     client: str | None = None  # the agent/client the request came through (its claim)
+    # An agent's own action (``action`` request): agent, tool, summary, pattern.
+    action: Mapping[str, Any] | None = field(default=None, hash=False)
     time: float = field(default_factory=_now)
 
     def to_json(self) -> dict[str, Any]:
@@ -129,7 +131,7 @@ class AuditRecord:
             "time": _iso(self.time),
             "request_id": self.request_id,
             "tool": self.tool,
-            "kind": self.kind.value,
+            "kind": "action" if self.action is not None else self.kind.value,
             "host": self.host,
             "remote": self.remote,
             "requester": {
@@ -149,6 +151,7 @@ class AuditRecord:
             "reason": self.reason,
             **({"claimed_host": self.claimed_host} if self.claimed_host else {}),
             **({"client": self.client} if self.client else {}),
+            **({"action": dict(self.action)} if self.action is not None else {}),
         }
 
     def to_line(self) -> bytes:
@@ -178,7 +181,8 @@ class AuditRecord:
             time=_parse_iso(obj["time"]),
             request_id=obj.get("request_id"),
             tool=_str(obj["tool"]),
-            kind=Kind(obj["kind"]),
+            kind=Kind.SANDBOX if obj["kind"] == "action" else Kind(obj["kind"]),
+            action=obj["action"] if isinstance(obj.get("action"), dict) else None,
             host=_str(obj.get("host", "")),
             remote=bool(obj.get("remote", False)),
             requester=AuditRequester(

@@ -223,6 +223,17 @@ class BrokerClient:
             return reply
         raise BrokerUnavailableError(f"unexpected {reply.op} reply to elevate")
 
+    def action(self, request: m.ActionRequest) -> m.DecisionReply | m.ErrorReply:
+        """Ask about an agent's own action (``request.id`` is replaced by a fresh one)."""
+        import dataclasses
+
+        wait = APPROVAL_WAIT if request.timeout is None else request.timeout
+        message = dataclasses.replace(request, id=self.next_id(), timeout=wait)
+        reply = self.request(message, wait=wait + MARGIN)
+        if isinstance(reply, m.DecisionReply | m.ErrorReply):
+            return reply
+        raise BrokerUnavailableError(f"unexpected {reply.op} reply to action")
+
     def askpass(
         self, grant: str, prompt: str, attempt: int = 1, *, wait: float = APPROVAL_WAIT
     ) -> m.Reply:

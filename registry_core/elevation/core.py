@@ -22,6 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.action_flow import (
+    action_approval_request,
+    remember_answer,
+    remembered_rule,
+)
+from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
@@ -44,6 +50,7 @@ from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
 DEFAULT_PROMPT_TIMEOUT = 60.0
+ACTION_RULES_FILE = "action-policies.json"
 VERSION = "0.1.0"
 
 
@@ -75,10 +82,13 @@ class Broker:
         audit: AuditLog,
         config: BrokerConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
+        actions: ActionRuleStore | None = None,
     ) -> None:
         self.registry = registry
         self.prompter = prompter
         self.policies = policies
+        # Agents' own actions: their rules live beside policies.yaml unless given.
+        self.actions = actions or ActionRuleStore(policies.path.parent / ACTION_RULES_FILE)
         self.audit = audit
         self.config = config or BrokerConfig()
         self.grants = GrantBook(clock)
@@ -155,6 +165,12 @@ class Broker:
         )
 
     def _policy_decision(self, ar: ApprovalRequest) -> m.DecisionReply | None:
+        if ar.action is not None:
+            rule = remembered_rule(self.actions, ar)
+            if rule is None:
+                return None
+            reason = f"remembered: {rule.describe()}"
+            return self._reply(ar, rule.decision, reason, m.DecidedBy.POLICY, rule.remember)
         policy = self.policies.lookup(ar.tool, ar.kind, ar.host, ar.executable, ar.sha256)
         if policy is None:
             return None
@@ -206,6 +222,29 @@ class Broker:
             by=reply.by,
             remember=reply.remember,
             grant=reply.grant,
+        )
+
+    async def action(
+        self,
+        req: m.ActionRequest,
+        requester: Requester,
+        progress: Callable[[m.ProgressState], None] | None = None,
+    ) -> m.DecisionReply:
+        """Decide an agent's own action: a remembered rule, else the person."""
+        ar = action_approval_request(
+            req,
+            requester,
+            request_id=f"r{next(self._ids)}",
+            host=self.config.host,
+            timeout=self.config.prompt_timeout,
+        )
+        reply = await self._decide(ar, progress)
+        return m.DecisionReply(
+            id=req.id,
+            decision=reply.decision,
+            reason=reply.reason,
+            by=reply.by,
+            remember=reply.remember,
         )
 
     async def _decide(
@@ -291,6 +330,18 @@ class Broker:
             reason = f"the front-end failed: {exc}"
             return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
         remember = answer.remember
+        if ar.action is not None:
+            if not answer.approved and remember is not Remember.DENY_ALWAYS:
+                remember = Remember.ONCE  # a "no" never stores an allow
+            stored, note = remember_answer(self.actions, ar, answer, remember)
+            decision = m.Decision.ALLOW if answer.approved else deny
+            if remember is Remember.DENY_ALWAYS:
+                decision = deny
+            default = (
+                "approved by the user" if decision is m.Decision.ALLOW else "denied by the user"
+            )
+            reason = (answer.reason or default) + note
+            return self._reply(ar, decision, reason, m.DecidedBy.USER, stored)
         one_at_a_time = ar.code is not None or bool(ar.mismatches)
         if one_at_a_time and remember is not Remember.DENY_ALWAYS:
             # Free-form code and mismatching requests are approved one at a time.

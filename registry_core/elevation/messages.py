@@ -81,6 +81,22 @@ class Kind(enum.StrEnum):
     SUDO = "sudo"  # run as root through ``sudo -A`` (implies leaving the sandbox)
 
 
+class PatternKind(enum.StrEnum):
+    """What a remembered ``action`` choice covers (see ``docs/protocol.md`` §6.9)."""
+
+    PROGRAM = "program"  # a shell command whose program (first word) is the pattern
+    PATH = "path"  # a file at the pattern (a file) or beneath it (a directory ending in /)
+    EXACT = "exact"  # exactly this summary (the command line, the URL...)
+
+
+class ActionDisplay(enum.StrEnum):
+    """How the dialog shows an ``action``'s ``detail``."""
+
+    COMMAND = "command"
+    DIFF = "diff"
+    TEXT = "text"
+
+
 class Decision(enum.StrEnum):
     ALLOW = "allow"
     DENY = "deny"
@@ -299,6 +315,27 @@ class ElevateRequest(_ToBroker):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ActionRequest(_ToBroker):
+    """An agent's own action (a shell command, a file edit...) awaiting a person's yes."""
+
+    op: ClassVar[str] = "action"
+    id: RequestId
+    agent: str
+    tool: str
+    summary: str
+    input: JsonObject = field(hash=False)
+    cwd: str
+    pattern_kind: PatternKind
+    pattern: str
+    detail: str | None = None
+    display: ActionDisplay | None = None
+    command: str | None = None
+    path: str | None = None
+    session: str | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class AskpassRequest(_ToBroker):
     """``ollie-askpass`` (run by ``sudo -A``) asks for the password of a grant."""
 
@@ -422,6 +459,7 @@ class UnknownReply(_ToClient):
 Request: TypeAlias = (
     PingRequest
     | ElevateRequest
+    | ActionRequest
     | AskpassRequest
     | SudoResultRequest
     | StatusRequest

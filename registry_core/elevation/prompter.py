@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
+from registry_core.elevation.messages import ActionDisplay, Kind, PatternKind
 
 
 class Remember(StrEnum):
@@ -48,6 +48,26 @@ _LABELS = {
 
 
 @dataclass(frozen=True)
+class ActionDetails:
+    """An agent's own action (``action`` request): what the dialog shows instead of a tool.
+
+    ``agent``, ``tool``, ``summary`` and ``detail`` are the requester's words;
+    ``pattern`` is what "remember" would cover (the person may narrow or edit it).
+    """
+
+    agent: str
+    tool: str
+    summary: str
+    detail: str | None
+    display: ActionDisplay | None
+    command: str | None
+    path: str | None
+    pattern_kind: PatternKind
+    pattern: str
+    session: str | None = None
+
+
+@dataclass(frozen=True)
 class ApprovalRequest:
     """Everything the approval dialog shows. Tool facts come from the broker's registry."""
 
@@ -73,10 +93,14 @@ class ApprovalRequest:
     # The agent/client the request came through (e.g. an MCP client's name), as the
     # requester says: shown and audited as a claim next to the process facts.
     client: str | None = None
+    # Set for an agent's own action (``action``): no registry tool is involved.
+    action: ActionDetails | None = None
 
     @property
     def what(self) -> str:
         """What is asked, in words."""
+        if self.action is not None:
+            return f"let {self.action.agent} use its tool {self.action.tool}"
         if self.kind is Kind.SUDO:
             return "run as root via sudo"
         return "run outside the sandbox as you"
@@ -91,6 +115,8 @@ class Approval:
     approved: bool
     remember: Remember = Remember.ONCE
     reason: str = ""
+    # For an action: the remember pattern as the person left it (None: as suggested).
+    pattern: str | None = None
 
 
 @dataclass(frozen=True)

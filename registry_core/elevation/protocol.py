@@ -165,6 +165,31 @@ def _elevate(f: _Fields) -> m.ElevateRequest:
     )
 
 
+_ACTION_TOOL_EXPECTED = f"an agent tool name (1-{m.MAX_CLIENT_LENGTH} printable characters)"
+
+
+def _action(f: _Fields) -> m.ActionRequest:
+    display = (
+        None if f.get("display", required=False) is None else f.choice("display", m.ActionDisplay)
+    )
+    return m.ActionRequest(
+        id=f.id(),
+        agent=f.text("agent", CLIENT_EXPECTED, pattern=_CLIENT_RE),
+        tool=f.text("tool", _ACTION_TOOL_EXPECTED, pattern=_CLIENT_RE),
+        summary=f.text("summary", "a string without NUL", forbid="\x00"),
+        input=f.json_object("input"),
+        cwd=f.text("cwd", "an absolute path without NUL", pattern=_ABSOLUTE_RE),
+        pattern_kind=f.choice("pattern_kind", m.PatternKind),
+        pattern=f.text("pattern", "a string without NUL", forbid="\x00"),
+        detail=f.optional_text("detail", "a string without NUL", forbid="\x00"),
+        display=display,
+        command=f.optional_text("command", "a string without NUL", forbid="\x00"),
+        path=f.optional_text("path", "an absolute path without NUL", pattern=_ABSOLUTE_RE),
+        session=f.optional_text("session", CLIENT_EXPECTED, pattern=_CLIENT_RE),
+        timeout=f.seconds("timeout"),
+    )
+
+
 def _decision(f: _Fields) -> m.DecisionReply:
     reply = m.DecisionReply(
         id=f.id(),
@@ -189,6 +214,7 @@ def _error(f: _Fields) -> m.ErrorReply:
 _REQUEST_PARSERS: dict[str, Callable[[_Fields], m.Request]] = {
     "ping": lambda f: m.PingRequest(id=f.id()),
     "elevate": _elevate,
+    "action": _action,
     "askpass": lambda f: m.AskpassRequest(
         id=f.id(), grant=f.grant(), prompt=f.text("prompt"), attempt=f.integer("attempt", 1)
     ),

@@ -3,12 +3,26 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditError, AuditLog, AuditRecord, AuditRequester
 from registry_core.elevation.prompter import ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
+
+
+def _action_json(ar: ApprovalRequest) -> dict[str, Any]:
+    action = ar.action
+    assert action is not None
+    return {
+        "agent": action.agent,
+        "tool": action.tool,
+        "summary": action.summary,
+        "pattern_kind": action.pattern_kind.value,
+        "pattern": action.pattern,
+        "session": action.session,
+    }
 
 
 def record_decision(
@@ -38,6 +52,7 @@ def record_decision(
         args=ar.args,
         code=ar.code,
         client=ar.client,
+        action=None if ar.action is None else _action_json(ar),
     )
     try:
         audit.append(record)

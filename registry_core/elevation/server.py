@@ -129,6 +129,12 @@ class _Connection:
                     self.write(m.ProgressNotice(id=req.id, state=state))
 
                 reply = await broker.elevate(req, self.requester, progress)
+            elif isinstance(req, m.ActionRequest):
+
+                def action_progress(state: m.ProgressState) -> None:
+                    self.write(m.ProgressNotice(id=req.id, state=state))
+
+                reply = await broker.action(req, self.requester, action_progress)
             elif isinstance(req, m.AskpassRequest):
                 reply = await broker.askpass(req, self.requester)
             elif isinstance(req, m.SudoResultRequest):

@@ -189,6 +189,8 @@ def _kind_words(kind: Kind) -> str:
 
 
 def approval_title(request: ApprovalRequest) -> str:
+    if request.action is not None:
+        return f"Ollie: allow {clean(request.action.agent)} to use {clean(request.action.tool)}?"
     return f"Ollie: approve {clean(request.tool)} {_kind_words(request.kind)}?"
 
 
@@ -241,6 +243,10 @@ def _client_fields(request: ApprovalRequest) -> tuple[Field, ...]:
 def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> PromptText:
     """Everything the approval question shows, for every front-end."""
     limits = limits or Limits()
+    if request.action is not None:  # an agent's own action: no registry tool involved
+        from registry_core.elevation.prompters.action_text import action_text
+
+        return action_text(request, limits)
     tool = clean(request.tool)
     description = clip(clean(request.description), limits.description_chars)
     if request.executable is None:

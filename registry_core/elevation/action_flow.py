@@ -1,0 +1,99 @@
+"""From an ``action`` request to the broker's question, and back to a remembered rule.
+
+The broker core queues and asks an action like a tool request (one dialog at
+a time, the same countdown, every failure a denial); what differs lives here:
+the question carries :class:`ActionDetails` instead of registry facts, the
+remembered rules are :class:`~registry_core.elevation.actions.ActionRuleStore`
+rules, and the pattern a person remembers must cover the action they saw.
+"""
+
+from __future__ import annotations
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.actions import ActionRule, ActionRuleStore, covers
+from registry_core.elevation.identity import Requester
+from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
+
+
+def action_details(req: m.ActionRequest) -> ActionDetails:
+    """The action as the dialog shows it; a suggested pattern that does not cover the
+    action itself (a requester's mistake or trick) falls back to the exact summary."""
+    kind, pattern = req.pattern_kind, req.pattern
+    if not covers(kind, pattern, summary=req.summary, command=req.command, path=req.path):
+        kind = m.PatternKind.EXACT
+        pattern = req.command if req.command is not None else req.summary
+    return ActionDetails(
+        agent=req.agent,
+        tool=req.tool,
+        summary=req.summary,
+        detail=req.detail,
+        display=req.display,
+        command=req.command,
+        path=req.path,
+        pattern_kind=kind,
+        pattern=pattern,
+        session=req.session,
+    )
+
+
+def action_approval_request(
+    req: m.ActionRequest, requester: Requester, *, request_id: str, host: str, timeout: float
+) -> ApprovalRequest:
+    details = action_details(req)
+    if req.timeout is not None:
+        timeout = min(timeout, req.timeout)
+    return ApprovalRequest(
+        id=request_id,
+        tool=req.tool,
+        kind=m.Kind.SANDBOX,  # nominal: an action is no registry tool (``action`` is set)
+        description=req.summary,
+        variant=None,
+        executable=None,
+        sha256=None,
+        argv=(),
+        args=req.input,
+        cwd=req.cwd,
+        requester=requester,
+        host=host,
+        timeout=timeout,
+        client=req.agent,
+        action=details,
+    )
+
+
+def remembered_rule(store: ActionRuleStore, ar: ApprovalRequest) -> ActionRule | None:
+    action = ar.action
+    assert action is not None
+    return store.lookup(
+        action.agent,
+        action.tool,
+        summary=action.summary,
+        command=action.command,
+        path=action.path,
+    )
+
+
+def remember_answer(
+    store: ActionRuleStore, ar: ApprovalRequest, answer: Approval, remember: Remember
+) -> tuple[Remember, str]:
+    """Store the person's choice; returns what was stored and a note for the reason.
+
+    The pattern is the one the person left in the dialog. One that does not
+    cover this very action is not stored (the answer counts once): a rule is
+    never broader, nor other, than what was shown.
+    """
+    action = ar.action
+    assert action is not None
+    pattern = action.pattern if answer.pattern is None else answer.pattern
+    if remember is Remember.ONCE:
+        return remember, ""
+    if not covers(
+        action.pattern_kind,
+        pattern,
+        summary=action.summary,
+        command=action.command,
+        path=action.path,
+    ):
+        return Remember.ONCE, f" (not remembered: {pattern!r} does not cover this action)"
+    store.remember(action.agent, action.tool, action.pattern_kind, pattern, remember)
+    return remember, f" (remembered for {action.pattern_kind.value} {pattern!r})"
