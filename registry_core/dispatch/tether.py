@@ -60,16 +60,38 @@ def _children(parent: int) -> list[int]:
     return found
 
 
-def _reap_all(me: int) -> None:
-    """SIGKILL every process beneath ``me`` and reap it, until none is left."""
+def _reap_zombies() -> None:
     while True:
-        for pid in _children(me):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
         try:
-            pid, _status = os.waitpid(-1, 0)
+            pid, _status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return  # no child left at all (orphans of killed ones were reparented to us)
+            return
+        if pid == 0:
+            return
+
+
+def _reap_all(me: int) -> None:
+    """SIGKILL every process beneath ``me`` and reap it, until none is left.
+
+    Processes killed here hand their own children to us (we are their
+    subreaper), so each round finds the next generation.  A process that
+    became another user's (a setuid program's child) cannot be signalled by
+    us: it is left alone, not waited for.
+    """
+    while True:
+        _reap_zombies()
+        killed: list[int] = []
+        for pid in _children(me):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+            killed.append(pid)
+        if not killed:
+            return
+        for pid in killed:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
 
 
 def _exit_code(status: int) -> int:
