@@ -23,6 +23,7 @@ import contextlib
 import functools
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -34,6 +35,7 @@ from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.mounts import View, plan_view
+from registry_core.sandbox.native import native_execstep
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
@@ -143,15 +145,35 @@ class Launch:
         remove_tree(self.private_tmp)
 
 
-def _proc_argument(view: View, sandbox: PreparedSandbox) -> str:
+def _proc_arguments(view: View, sandbox: PreparedSandbox) -> list[str]:
+    """``N MASK PATH ...`` of the exec step: the rules on the fresh ``/proc``.
+
+    Masks are final: a path that is a file on the host's ``/proc`` is a file
+    in the fresh one too, so only file rights are kept for it.
+    """
     if sandbox.fd is None:
-        return ""
+        return ["0"]
     handled = landlock.fs_access_for_abi(min(sandbox.abi, landlock.MAX_KNOWN_ABI))
-    file_only = int(landlock.FILE_ONLY_ACCESS)
-    return "\n".join(
-        f"{int(ACCESS_RIGHTS[rule.access] & handled)}:{file_only}:{rule.path}"
-        for rule in view.proc_rules
-    )
+    pairs: list[str] = []
+    for rule in view.proc_rules:
+        rights = ACCESS_RIGHTS[rule.access] & handled
+        try:
+            if not stat.S_ISDIR(os.stat(rule.path).st_mode):
+                rights &= landlock.FILE_ONLY_ACCESS
+        except OSError:
+            continue  # per-process entries differ inside; absent here, skipped
+        if rights:
+            pairs += [str(int(rights)), rule.path]
+    return [str(len(pairs) // 2), *pairs]
+
+
+def exec_step() -> tuple[list[str], tuple[int, ...], tuple[str, ...]]:
+    """(command, fds to pass, paths it needs visible) of the exec step on this machine."""
+    memfd = native_execstep()
+    if memfd is not None:
+        return [f"/proc/self/fd/{memfd}", str(memfd)], (memfd,), ()
+    python, needs = interpreter()
+    return [python, "-I", "-S", "-c", _exec_step_source(), "-1"], (), needs
 
 
 def contain(
@@ -166,8 +188,8 @@ def contain(
 ) -> Launch:
     """Prepare the contained launch of ``executable`` under ``rules``."""
     private_tmp = make_private_tmp(private_tmp_base)
+    step, step_fds, needs = exec_step()
     try:
-        python, needs = interpreter()
         view = plan_view(
             rules,
             cwd=cwd,
@@ -189,15 +211,11 @@ def contain(
         *namespaces,
         *view.args,
         "--",
-        python,
-        "-I",
-        "-S",
-        "-c",
-        _exec_step_source(),
+        *step,
         str(status_write),
         str(ruleset),
-        _proc_argument(view, sandbox),
+        *_proc_arguments(view, sandbox),
         executable,
     ]
-    fds = (status_write,) if ruleset < 0 else (status_write, ruleset)
+    fds = (*step_fds, status_write) if ruleset < 0 else (*step_fds, status_write, ruleset)
     return Launch(argv, fds, sandbox, view, private_tmp, status_read, status_write)

@@ -3,15 +3,17 @@
 Bubblewrap has set up the namespaces and the mount view; Landlock forbids
 mount changes once applied, so it goes on here, as late as possible::
 
-    python3 -I -S -c <this file's source> STATUS_FD RULESET_FD PROC_RULES TOOL [ARG...]
+    python3 -I -S -c <this source> SELF_FD STATUS_FD RULESET_FD N [MASK PATH]... TOOL [ARG...]
 
-It sets ``no_new_privs``, adds the ``/proc`` rules (``PROC_RULES``:
-``mask:filemask:path`` entries joined by ``\\n``; the fresh procfs has inodes
-the parent could not name) to the per-call ruleset ``RULESET_FD`` (``-1``: no
-Landlock, best effort), restricts itself, closes the ruleset (the tool must
-never hold it), writes one byte to ``STATUS_FD`` (the parent's proof that the
-sandbox is in place) and execs the tool.  Any failure before that exits 125
-with a message and never runs the tool.
+It sets ``no_new_privs``, adds the ``N`` rules (the ``/proc`` ones: the fresh
+procfs has inodes the parent could not name; ``MASK`` is decimal, already
+masked for files; a missing ``PATH`` is skipped) to the per-call ruleset
+``RULESET_FD`` (``-1``: no Landlock, best effort), restricts itself, closes
+the ruleset (the tool must never hold it), writes one byte to ``STATUS_FD``
+(the parent's proof that the sandbox is in place) and execs the tool.  Any
+failure before that exits 125 with a message and never runs the tool.
+``SELF_FD`` is ``-1`` here (the native program of :mod:`.native`, which
+speaks the same protocol, closes the memfd it was started from).
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.
@@ -19,7 +21,6 @@ standard library and nothing of ``registry_core``.
 
 import ctypes
 import os
-import stat
 import struct
 import sys
 
@@ -41,29 +42,28 @@ def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
 
 
 def main(argv: list[str]) -> None:
-    status, ruleset, proc_rules, tool = int(argv[1]), int(argv[2]), argv[3], argv[4:]
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     try:
+        status, ruleset, count = int(argv[2]), int(argv[3]), int(argv[4])
+        rules, tool = argv[5 : 5 + 2 * count], argv[5 + 2 * count :]
         if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         if ruleset >= 0:
-            for entry in filter(None, proc_rules.split("\n")):
-                mask, file_mask, path = entry.split(":", 2)
+            for mask, path in zip(rules[::2], rules[1::2], strict=True):
                 try:
                     path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
                 except FileNotFoundError:
                     continue
-                granted = int(mask)
-                if not stat.S_ISDIR(os.fstat(path_fd).st_mode):
-                    granted &= int(file_mask)
-                attr = ctypes.create_string_buffer(struct.pack("=Qi", granted, path_fd), 12)
+                attr = ctypes.create_string_buffer(struct.pack("=Qi", int(mask), path_fd), 12)
                 _call(libc, _ADD_RULE, ruleset, _PATH_BENEATH, ctypes.addressof(attr), 0)
                 os.close(path_fd)
             _call(libc, _RESTRICT_SELF, ruleset, 0)
             os.close(ruleset)
         os.write(status, b"1")
         os.close(status)
+        if not tool:
+            raise ValueError("no tool to run")
     except (OSError, ValueError) as exc:
         _fail(f"cannot apply the sandbox: {exc}")
     try:

@@ -27,6 +27,7 @@ from registry_core.errors import NamespacesUnavailableError
 from registry_core.paths import resources_dir
 from registry_core.registry import RegistryLoader
 from registry_core.sandbox import abi_version, load_profile
+from registry_core.sandbox.native import native_execstep
 
 pytestmark = [pytest.mark.realstack, pytest.mark.usefixtures("landlock_abi")]
 
@@ -261,6 +262,40 @@ def test_best_effort_without_bubblewrap_runs_and_says_what_is_missing(stack: Sta
     assert result.sandboxed is True  # Landlock still applies
     (note,) = [n for n in result.unenforced if n.startswith("namespaces:")]
     assert "bubblewrap" in note and "D-Bus" in note
+
+
+FD_LISTER = """#!/usr/bin/python3
+import json, os, sys
+sys.stdin.read()
+fds = {}
+for name in os.listdir("/proc/self/fd"):
+    try:
+        fds[name] = os.readlink(f"/proc/self/fd/{name}")
+    except OSError:
+        pass
+print(json.dumps(fds))
+"""
+
+
+@pytest.mark.parametrize("step", ["native", "python"])
+def test_each_exec_step_enforces_and_hands_the_tool_no_extra_fd(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    if step == "python":
+        monkeypatch.setattr("registry_core.sandbox.contain.native_execstep", lambda: None)
+    elif native_execstep() is None:
+        pytest.skip("no native exec step on this machine")
+    result = stack.sh('echo pwned > "$HOME/pwned.txt" || echo refused\necho ok > here.txt\n')
+    assert result.ok and result.stdout == "refused\n", result
+    assert (stack.cwd / "here.txt").read_text() == "ok\n"
+    assert not (stack.home / "pwned.txt").exists()
+    stack.tool("fds", FD_LISTER)
+    result = stack.call("fds")
+    assert result.ok, result.error
+    fds = json.loads(result.stdout)
+    # stdin, stdout, stderr (the listing's own handle is gone when it is read):
+    # no ruleset, status pipe or memfd.
+    assert sorted(fds) == ["0", "1", "2"], fds
 
 
 # --- network -------------------------------------------------------------------

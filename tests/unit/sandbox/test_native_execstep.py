@@ -1,0 +1,96 @@
+"""The native exec step: its bytes are the assembled source, and it behaves like the Python one."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from registry_core.sandbox import native
+from registry_core.sandbox.native import EXECSTEP_X86_64, native_execstep
+
+SOURCE = Path(native.__file__).with_name("execstep_x86_64.S")
+X86_64 = platform.machine() == "x86_64"
+
+
+def test_the_embedded_bytes_are_the_assembled_source(tmp_path: Path) -> None:
+    if not (shutil.which("as") and shutil.which("ld")) or not X86_64:
+        pytest.skip("needs binutils (as, ld) on x86-64 to rebuild the exec step")
+    obj, exe = tmp_path / "execstep.o", tmp_path / "execstep"
+    subprocess.run(["as", "--64", "-o", str(obj), str(SOURCE)], check=True)
+    flags = ["-static", "-nostdlib", "-n", "-s", "--build-id=none", "-z", "noexecstack"]
+    subprocess.run(["ld", *flags, "-o", str(exe), str(obj)], check=True)
+    assert exe.read_bytes() == EXECSTEP_X86_64
+
+
+@pytest.fixture
+def memfd() -> int:
+    fd = native_execstep()
+    if fd is None:
+        pytest.skip("no native exec step on this machine")
+    return fd
+
+
+def _run(memfd: int, *args: str) -> tuple[subprocess.CompletedProcess[bytes], bytes]:
+    read, write = os.pipe()
+    try:
+        done = subprocess.run(
+            [f"/proc/self/fd/{memfd}", str(memfd), str(write), *args],
+            pass_fds=(memfd, write),
+            capture_output=True,
+            check=False,
+            timeout=30,
+        )
+        os.close(write)
+        write = -1
+        os.set_blocking(read, False)
+        try:
+            status = os.read(read, 8)
+        except BlockingIOError:
+            status = b""
+        return done, status
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+
+
+def test_it_is_sealed(memfd: int) -> None:
+    with pytest.raises(PermissionError):  # EPERM: F_SEAL_WRITE
+        os.pwrite(memfd, b"x", 0)
+
+
+def test_it_execs_the_tool_after_the_status_byte_and_closes_what_it_was_given(
+    memfd: int,
+) -> None:
+    script = "import os; print(sorted(os.listdir('/proc/self/fd')))"
+    done, status = _run(memfd, "-1", "0", "/usr/bin/python3", "-c", script)
+    assert done.returncode == 0, done.stderr
+    assert status == b"1"
+    # Only stdin, stdout, stderr and the listing's own handle: no memfd, no status pipe.
+    assert done.stdout == b"['0', '1', '2', '3']\n"
+
+
+def test_it_fails_closed_on_a_bad_ruleset_and_never_runs_the_tool(
+    memfd: int, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran"
+    done, status = _run(memfd, "99", "0", "/usr/bin/touch", str(marker))
+    assert done.returncode == 125
+    assert b"cannot apply the sandbox" in done.stderr
+    assert status == b""
+    assert not marker.exists()
+
+
+def test_a_missing_tool_is_127(memfd: int) -> None:
+    done, status = _run(memfd, "-1", "0", "/nonexistent/tool")
+    assert (done.returncode, status) == (127, b"1")
+
+
+def test_garbage_arguments_fail_closed(memfd: int) -> None:
+    done, status = _run(memfd, "-1", "x", "/usr/bin/true")
+    assert (done.returncode, status) == (125, b"")
