@@ -367,6 +367,35 @@ def test_a_detached_child_does_not_outlive_the_call(desk: Desk) -> None:
     assert survivors == [], "a detached child outlived ollie-tools call"
 
 
+def test_killing_the_dispatcher_mid_call_takes_the_tools_tree_with_it(desk: Desk) -> None:
+    token = f"60.{secrets.randbelow(10**9)}"
+    script = (
+        f"#!/bin/sh\ncat >/dev/null\nsetsid sleep {token}1 &\n"
+        f"echo started > started\nexec sleep {token}2\n"
+    )
+    desk.tool("long_runner", script)
+    argv = [str(desk.user.bin / "ollie-tools"), "call", "long_runner"]
+    cli = desk.user.popen(
+        argv,
+        desk.env,
+        desk.work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_until((desk.work / "started").exists, "the tool to start", proc=cli)
+    wait_until(lambda: len(_running(token)) == 2, "the tool and its detached child")
+    cli.kill()  # SIGKILL: no chance to clean up
+    cli.wait(DEADLINE)
+    deadline = time.monotonic() + 10
+    while _running(token) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    survivors = _running(token)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], "the tool outlived a killed dispatcher"
+
+
 # --- what stays reachable ---------------------------------------------------------------
 
 
