@@ -18,6 +18,13 @@ Then ``--clients`` concurrent asyncio connections each send one ``elevate``
 the reply carries their own id and the right decision: wall time and
 correctness (target: all correct).
 
+Last, floods: a legitimate client's p50 (the same ``elevate`` round trip) while
+another process holds ``--idle`` (3,000) idle connections and a third keeps a
+``--flood`` (1,000) request flood going on one connection (sent, replies read,
+sent again), against the quiet p50 measured just before in the same run.
+Target: flooded p50 <= 2x quiet p50 (the broker's caps refuse what is beyond
+them with a typed ``error``, docs/protocol.md §8).
+
 The broker's registry is a snapshot loaded once, as the tray keeps a live one
 (``--rescan`` makes it rescan the tools directory per request, as the
 headless ``ollie-broker`` does; informational).  The tools are written just
@@ -40,6 +47,7 @@ import json
 import shutil
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -55,15 +63,47 @@ if str(REPO) not in sys.path:
 from registry_core.elevation.audit import AuditLog  # noqa: E402
 from registry_core.elevation.core import Broker, BrokerConfig  # noqa: E402
 from registry_core.elevation.facts import SHA256  # noqa: E402
+from registry_core.elevation.limits import FloodLimits  # noqa: E402
 from registry_core.elevation.messages import Kind  # noqa: E402
 from registry_core.elevation.policies import PolicyStore, file_sha256  # noqa: E402
-from registry_core.elevation.prompter import Remember  # noqa: E402
+from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember  # noqa: E402
 from registry_core.elevation.prompters.none import NonePrompter  # noqa: E402
 from registry_core.elevation.server import BrokerServer  # noqa: E402
 from registry_core.registry import Registry, RegistryLoader  # noqa: E402
 
 T = TypeVar("T")
 TARGET = 3.0  # broker p50 / echo p50
+FLOOD_TARGET = 2.0  # flooded p50 / quiet p50
+
+FLOODER = r"""
+import json, resource, socket, sys
+mode, count, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 100)), hard))
+held, answered = [], 0
+if mode == "idle":
+    for _ in range(count):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.setblocking(False)
+        try:
+            s.connect(path)
+        except BlockingIOError:
+            pass
+        held.append(s)
+    held[-1].setblocking(True)
+    answered = int(bool(held[-1].recv(4096)))  # the broker got through the backlog
+else:
+    frame, admitted = sys.argv[4].encode(), int(sys.argv[5])
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    held.append(s)
+    s.sendall(frame * count)
+    reader = s.makefile("rb")
+    while answered < count - admitted:  # the refusals; the admitted ones stay queued
+        answered += json.loads(reader.readline()).get("op") == "error"
+print(json.dumps({"answered": answered}), flush=True)
+sys.stdin.read()
+"""
 HOST = "benchhost"
 TOOL = "#!/bin/sh\ncat >/dev/null; echo ok\n"
 
@@ -214,10 +254,88 @@ def measure_concurrency(path: Path, tools: Path, clients: int) -> dict[str, Any]
     }
 
 
-def build_broker(base: Path, rescan: bool) -> tuple[Callable[[], Broker], Path]:
+def legit_p50(path: Path, exe: Path, requests: int) -> float:
+    client = LineClient(path)
+    samples = []
+    try:
+        for index in range(requests):
+            frame = elevate_frame(f"legit{index}", "allowed", exe)
+            start = time.perf_counter()
+            reply = json.loads(client.round_trip(frame))
+            samples.append(time.perf_counter() - start)
+            if reply.get("decision") != "allow":
+                raise RuntimeError(f"the legitimate client got {reply}")
+    finally:
+        client.close()
+    return statistics.median(samples) * 1e6
+
+
+def start_flooder(*args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """A flooding process, once it holds its connections (and its report)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FLOODER, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise RuntimeError(f"flooder {args[0]} did not start")
+    return proc, json.loads(line)
+
+
+def stop_flooder(proc: subprocess.Popen[str]) -> None:
+    proc.communicate(timeout=60)
+
+
+class HeldPrompter(NonePrompter):
+    """A person who never answers: what is asked stays queued (until withdrawn)."""
+
+    @property
+    def name(self) -> str:
+        return "held"
+
+    def available(self) -> bool:
+        return True
+
+    async def ask_approval(self, request: ApprovalRequest) -> Approval:
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def measure_flood(path: Path, tools: Path, requests: int, idle: int, flood: int) -> dict[str, Any]:
+    exe = tools / "allowed"
+    quiet = legit_p50(path, exe, requests)
+    # The flood asks for a tool with no policy, so what the caps admit waits for a
+    # person (who does not answer) and the rest is refused with a typed error.
+    frame = elevate_frame("f", "flooded", tools / "flooded").decode()
+    admitted = str(FloodLimits().requests_per_connection)
+    idler, _ = start_flooder("idle", str(idle), str(path))
+    flooder, report = start_flooder("requests", str(flood), str(path), frame, admitted)
+    try:
+        flooded = legit_p50(path, exe, requests)
+    finally:
+        stop_flooder(idler)
+        stop_flooder(flooder)
+    ratio = flooded / quiet
+    return {
+        "idle": idle,
+        "flood": flood,
+        "refused": report["answered"],
+        "quiet_p50_us": quiet,
+        "flooded_p50_us": flooded,
+        "ratio": ratio,
+        "pass": ratio <= FLOOD_TARGET,
+    }
+
+
+def build_broker(
+    base: Path, rescan: bool, prompter: Callable[[], NonePrompter] = NonePrompter
+) -> tuple[Callable[[], Broker], Path]:
     tools = base / "tools"
-    tools.mkdir()
-    for name in ("allowed", "denied"):
+    tools.mkdir(parents=True)
+    for name in ("allowed", "denied", "flooded"):
         exe = tools / name
         exe.write_text(TOOL)
         exe.chmod(0o755)
@@ -235,7 +353,7 @@ def build_broker(base: Path, rescan: bool) -> tuple[Callable[[], Broker], Path]:
     def make() -> Broker:
         return Broker(
             registry=loader.load if rescan else cached,
-            prompter=NonePrompter(),
+            prompter=prompter(),
             policies=policies,
             audit=AuditLog(base / "state" / "ollie" / "audit.jsonl"),
             config=BrokerConfig(host=HOST),
@@ -249,6 +367,8 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--clients", type=int, default=1000)
+    parser.add_argument("--idle", type=int, default=3000, help="idle connections in the flood")
+    parser.add_argument("--flood", type=int, default=1000, help="requests per flood round")
     parser.add_argument("--rescan", action="store_true", help="rescan the tools per request")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -257,12 +377,22 @@ def main() -> int:
     thread = LoopThread()
     try:
         make, tools = build_broker(base, args.rescan)
+        make_held, _ = build_broker(base / "held", args.rescan, HeldPrompter)
         time.sleep(SHA256.racy_ns / 1e9 + 0.1)  # let the new executables settle (see above)
         broker_path = base / "run" / "ollie" / "elevate.sock"
         echo_path = base / "echo.sock"
 
+        # The concurrent clients of this one process stand for many agents' processes:
+        # the per-process caps are lifted for them; the flood runs on default caps.
+        many = FloodLimits(
+            connections_per_uid=args.clients * 2,
+            connections_per_process=args.clients,
+            requests_per_process=args.clients,
+            requests_per_uid=args.clients,
+        )
+
         async def start() -> tuple[BrokerServer, asyncio.Server]:
-            server = BrokerServer(make(), broker_path)
+            server = BrokerServer(make(), broker_path, limits=many)
             await server.start()
             echo = await asyncio.start_unix_server(_echo, path=str(echo_path))
             return server, echo
@@ -278,11 +408,27 @@ def main() -> int:
             await server.close()
 
         thread.run(stop())
+        flood_path = base / "run" / "ollie" / "flood.sock"
+
+        async def start_default() -> BrokerServer:
+            server = BrokerServer(make_held(), flood_path)
+            await server.start()
+            return server
+
+        flood_server = thread.run(start_default())
+        held_tools = base / "held" / "tools"
+        flood = measure_flood(flood_path, held_tools, args.requests // 4, args.idle, args.flood)
+        thread.run(flood_server.close())
     finally:
         thread.stop()
         shutil.rmtree(base, ignore_errors=True)
 
-    report = {"latency": latency, "concurrency": concurrency, "rescan": args.rescan}
+    report = {
+        "latency": latency,
+        "concurrency": concurrency,
+        "flood": flood,
+        "rescan": args.rescan,
+    }
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -304,6 +450,16 @@ def main() -> int:
     )
     for error in c["errors"]:
         print(f"  error: {error}")
+    f = flood
+    print(
+        f"legitimate client under flood ({f['idle']} idle connections and a "
+        f"{f['flood']}-request flood open in other processes, {f['refused']} refused):"
+    )
+    print(
+        f"  quiet p50 {f['quiet_p50_us']:8.1f} us   flooded p50 {f['flooded_p50_us']:8.1f} us"
+        f"   ratio {f['ratio']:.2f}x (target <= {FLOOD_TARGET:g}x)"
+        f"  {'PASS' if f['pass'] else 'MISS'}"
+    )
     return 0
 
 

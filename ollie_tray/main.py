@@ -20,6 +20,7 @@ from pathlib import Path
 from registry_core import paths
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient
+from registry_core.elevation.limits import raise_fd_limit
 from registry_core.elevation.listen import (
     BrokerAlreadyRunningError,
     SocketSetupError,
@@ -171,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     socket_path = paths.elevate_socket(env)
     if args.pause or args.quit:
         return _ask_running(socket_path, "SetPaused" if args.pause else "Quit", args.pause)
+    raise_fd_limit()  # a flood of connections must not run out of descriptors first
     # Bind first, before Qt and the rest are imported: agents can connect at once
     # (their connections wait in the backlog until the event loop serves them), and
     # a live socket answers the single-instance question.

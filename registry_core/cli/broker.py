@@ -18,6 +18,7 @@ from pathlib import Path
 from registry_core import paths
 from registry_core.elevation.assembly import build_broker
 from registry_core.elevation.core import BrokerConfig
+from registry_core.elevation.limits import raise_fd_limit
 from registry_core.elevation.prompters.select import FRONT_ENDS
 from registry_core.elevation.server import BrokerServer
 from registry_core.errors import ElevationError
@@ -61,6 +62,7 @@ async def serve(server: BrokerServer) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     harden_process()
+    raise_fd_limit()  # a flood of connections must not run out of descriptors first
     env = dict(os.environ)
     path = args.socket or paths.elevate_socket(env)
     try:

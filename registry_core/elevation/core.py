@@ -51,6 +51,8 @@ from registry_core.registry import Registry
 
 DEFAULT_PROMPT_TIMEOUT = 60.0
 ACTION_RULES_FILE = "action-policies.json"
+DEFAULT_QUEUE_TIMEOUT = 600.0
+"""How long a request may wait for its turn before it is denied (``by: timeout``)."""
 VERSION = "0.1.0"
 
 
@@ -68,6 +70,7 @@ class BrokerConfig:
     host: str = field(default_factory=socket.gethostname)
     prompt_timeout: float = DEFAULT_PROMPT_TIMEOUT
     sudo_user: str = "root"
+    queue_timeout: float = DEFAULT_QUEUE_TIMEOUT
 
 
 class Broker:
@@ -268,8 +271,14 @@ class Broker:
         self._changed()
         outcome: m.DecisionReply | None = None
         try:
-            if not await self._queue_turn(deadline):
-                reason = f"no answer within {ar.timeout:g} s (other questions were still open)"
+            # The broker's own queue deadline holds even for a requester without one.
+            queued_until = asyncio.get_running_loop().time() + self.config.queue_timeout
+            turn_by = queued_until if deadline is None else min(deadline, queued_until)
+            if not await self._queue_turn(turn_by):
+                if turn_by == deadline:
+                    reason = f"no answer within {ar.timeout:g} s (other questions were still open)"
+                else:
+                    reason = f"waited more than {self.config.queue_timeout:g} s for its turn"
                 return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
             try:
                 outcome = self._recheck(ar)

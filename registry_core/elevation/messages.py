@@ -133,6 +133,8 @@ class ErrorCode(enum.StrEnum):
     TOOL_UNAVAILABLE = "tool_unavailable"
     NO_GRANT = "no_grant"
     SHUTTING_DOWN = "shutting_down"
+    TOO_MANY_CONNECTIONS = "too_many_connections"
+    TOO_MANY_REQUESTS = "too_many_requests"
     INTERNAL = "internal"
 
 

@@ -9,6 +9,13 @@ the connection is closed.
 Each request runs in its own task, so one connection may have several in
 flight.  When the peer's stream ends, its unanswered requests are
 cancelled, which withdraws their questions (denied, "client gone").
+
+Floods (:mod:`registry_core.elevation.limits`): connections are capped per
+uid and per process, requests in flight per connection, per process and
+per uid; beyond a cap the peer gets a typed ``error``
+(``too_many_connections``, ``too_many_requests``).  Refusals and accept
+errors are logged at most once per second with a count.  (The programs,
+``ollie-tray`` and ``ollie-broker``, raise the descriptor limit at start.)
 """
 
 from __future__ import annotations
@@ -24,6 +31,12 @@ from pathlib import Path
 from registry_core.elevation import messages as m
 from registry_core.elevation.core import Broker
 from registry_core.elevation.identity import Requester, describe_peer, peer_credentials
+from registry_core.elevation.limits import (
+    FloodLimits,
+    PeerBook,
+    QuietAcceptErrors,
+    Throttle,
+)
 from registry_core.elevation.listen import (
     BrokerAlreadyRunningError,
     SocketSetupError,
@@ -90,8 +103,21 @@ class _Connection:
                 )
             )
             return
+        refused = self.server.peers.admit(uid, pid)
+        if refused is not None:
+            self.server.note_refusal(refused)
+            code = m.ErrorCode.TOO_MANY_CONNECTIONS
+            await self.send(m.ErrorReply(id=None, code=code, message=refused))
+            return
+        try:
+            await self._serve(pid, uid, gid)
+        finally:
+            self.server.peers.leave(uid, pid)
+
+    async def _serve(self, pid: int, uid: int, gid: int) -> None:
         identify = self.server.identify or describe_peer
         self.requester = identify(pid, uid, gid, self.server.broker.config.host)
+        peers = self.server.peers
         decoder = request_decoder()
         while True:
             try:
@@ -102,10 +128,17 @@ class _Connection:
             for item in items:
                 if isinstance(item, m.MessageError):
                     await self.send(item.to_reply())
-                else:
-                    task = asyncio.create_task(self.handle(item))
-                    self.tasks.add(task)
-                    task.add_done_callback(self.tasks.discard)
+                    continue
+                refused = peers.start(uid, pid, id(self))
+                if refused is not None:
+                    self.server.note_refusal(refused)
+                    code = m.ErrorCode.TOO_MANY_REQUESTS
+                    await self.send(m.ErrorReply(id=item.id, code=code, message=refused))
+                    continue
+                task = asyncio.create_task(self.handle(item))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(lambda _t: peers.finish(uid, pid, id(self)))
             if not data:
                 break
 
@@ -184,6 +217,7 @@ class BrokerServer:
         *,
         on_open_browser: Callable[[], None] | None = None,
         identify: Callable[[int, int, int, str], Requester] | None = None,
+        limits: FloodLimits | None = None,
     ) -> None:
         self.broker = broker
         self.path = path
@@ -197,11 +231,22 @@ class BrokerServer:
         self._closing = False
         self._inode: int | None = None
         self.closed = asyncio.Event()
+        self.peers = PeerBook(limits or FloodLimits())
+        self._refusals = Throttle()
+
+    def note_refusal(self, why: str) -> None:
+        """Log a cap refusal, at most once per second (a flood must not fill the log)."""
+        held = self._refusals.ready()
+        if held is not None:
+            more = f" (and {held} more refusals in the last second)" if held else ""
+            log.warning("refused: %s%s", why, more)
 
     async def start(self, sock: socket.socket | None = None) -> None:
         """Serve on ``sock`` (already bound to ``path`` by :func:`bind_socket`) or bind now."""
         if sock is None:
             sock = bind_socket(self.path)
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(QuietAcceptErrors(log, loop.get_exception_handler()))
         self._inode = os.stat(self.path).st_ino
         self._server = await asyncio.start_unix_server(
             self._accept, sock=sock, limit=m.MAX_FRAME, backlog=_BACKLOG

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.grants import GrantBook
+from registry_core.elevation.limits import FloodLimits
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import (
     Approval,
@@ -246,9 +247,12 @@ def audit_records(state: Path) -> list[dict[str, Any]]:
 class ServerThread:
     """A live :class:`BrokerServer` in its own event loop thread."""
 
-    def __init__(self, make: Callable[[], Broker], path: Path) -> None:
+    def __init__(
+        self, make: Callable[[], Broker], path: Path, limits: FloodLimits | None = None
+    ) -> None:
         self._make = make
         self.path = path
+        self.limits = limits
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.server: BrokerServer | None = None
@@ -257,7 +261,7 @@ class ServerThread:
         self._thread.start()
 
         async def start() -> BrokerServer:
-            server = BrokerServer(self._make(), self.path)
+            server = BrokerServer(self._make(), self.path, limits=self.limits)
             await server.start()
             return server
 
@@ -374,10 +378,16 @@ def elevate_message(request_id: Any, tool: str, argv: list[str], **extra: Any) -
 
 @contextlib.contextmanager
 def live_server(
-    tools: Iterable[Path], state: Path, path: Path, prompter: FakePrompter, **kw: Any
+    tools: Iterable[Path],
+    state: Path,
+    path: Path,
+    prompter: FakePrompter,
+    limits: FloodLimits | None = None,
+    **kw: Any,
 ) -> Iterator[ServerThread]:
     tool_list = list(tools)
-    with ServerThread(lambda: make_broker(tool_list, state, prompter, **kw), path) as thread:
+    make = lambda: make_broker(tool_list, state, prompter, **kw)  # noqa: E731
+    with ServerThread(make, path, limits) as thread:
         yield thread
 
 

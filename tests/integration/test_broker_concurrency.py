@@ -15,6 +15,7 @@ from pathlib import Path
 
 from scripted_broker import FakePrompter, audit_records, elevate_message, live_server
 
+from registry_core.elevation.limits import FloodLimits
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.policies import file_sha256
 from registry_core.elevation.prompter import Approval, Remember
@@ -57,7 +58,15 @@ def test_500_concurrent_clients_each_get_their_answer(tmp_path: Path) -> None:
         exe.chmod(0o755)
     prompter = FakePrompter(default=Approval(True, Remember.ONCE))
     path = tmp_path / "run" / "elevate.sock"
-    with live_server([tools], tmp_path, path, prompter, cached_registry=True) as server:
+    # 500 clients of this one test process stand for 500 agents' processes: the caps
+    # per process (test_broker_flood.py) are lifted so the test is about concurrency.
+    many = FloodLimits(
+        connections_per_uid=CLIENTS * 2,
+        connections_per_process=CLIENTS,
+        requests_per_process=CLIENTS,
+        requests_per_uid=CLIENTS,
+    )
+    with live_server([tools], tmp_path, path, prompter, many, cached_registry=True) as server:
         policies = server.broker.policies
         for name, choice in (("allowed", Remember.ALWAYS), ("denied", Remember.DENY_ALWAYS)):
             exe = str(tools / name)

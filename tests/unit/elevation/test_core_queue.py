@@ -373,3 +373,24 @@ def test_sudo_result_of_a_run_the_gate_let_through_is_an_ack(
 ) -> None:
     reply = _sudo_run(setup, ["pw"], exit_code=exit_code, auth_failed=auth_failed, asks=asks)
     assert isinstance(reply, m.AckReply)
+
+
+def test_a_request_waiting_too_long_for_its_turn_is_denied(setup: Setup) -> None:
+    """A flood must not keep requests queued for ever: the queue has its own deadline."""
+    prompter = FakePrompter([Approval(True)], hold=True)
+    broker = setup.broker(prompter, queue_timeout=0.2, prompt_timeout=30)
+
+    async def go() -> list[m.DecisionReply]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = await broker.elevate(setup.request("other", 2), setup.requester)
+        assert not first.done()  # the one being shown keeps its own prompt timeout
+        prompter.release.set()
+        return [await first, second]
+
+    first, second = run(go)
+    assert first.decision is m.Decision.ALLOW
+    assert (second.decision, second.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
+    assert "for its turn" in second.reason
+    assert len(prompter.asked) == 1
+    assert broker.pending == {}
