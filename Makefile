@@ -47,5 +47,17 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
+# Mutation testing of elevation/, sandbox/, dispatch/ and the approval dialog (slow:
+# hours on two cores; not part of `make test`).  MUTANTS='glob' restricts the run,
+# e.g. MUTANTS='registry_core.elevation.grants*'.  Results: .venv/bin/mutmut results.
+mutate: $(STAMP)
+	$(BIN)/pip install --quiet 'mutmut>=3.3'
+	QT_QPA_PLATFORM=offscreen $(BIN)/mutmut run --max-children $(or $(MUTATE_JOBS),2) $(MUTANTS)
+	$(BIN)/mutmut export-cicd-stats
+	@$(BIN)/python -c 'import json; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
+	  done = s["killed"] + s["survived"] + s["timeout"]; \
+	  print("mutants:", s); print("kill rate (killed + timeout) / tested: %.1f%%" % \
+	  (100 * (s["killed"] + s["timeout"]) / max(done, 1)))'
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
+	rm -rf mutants $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info
