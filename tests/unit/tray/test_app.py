@@ -215,6 +215,24 @@ def test_sigterm_quits_cleanly(qapp: QApplication, tray_env: dict[str, str]) -> 
     assert not socket_path.exists()
 
 
+def test_sighup_takes_the_shutdown_path(qapp: QApplication, tray_env: dict[str, str]) -> None:
+    """A closed terminal (SIGHUP) quits like SIGTERM: pending denied as shutdown, socket gone."""
+
+    async def scenario(app: TrayApp) -> Any:
+        tool = app.loader.current.get("write_protected_note")
+        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        await wait_for(lambda: app.prompter.current_dialog)
+        os.kill(os.getpid(), signal.SIGHUP)
+        await join(thread)
+        await wait_for(lambda: not app.socket_path.exists())
+        return box, app.socket_path
+
+    code, (box, socket_path) = run_app(qapp, tray_env, scenario)
+    assert code == 0
+    assert box["reply"].by is m.DecidedBy.SHUTDOWN
+    assert not socket_path.exists()
+
+
 def test_pause_denies_everything(qapp: QApplication, tray_env: dict[str, str]) -> None:
     async def scenario(app: TrayApp) -> Any:
         app.broker.set_paused(True)
