@@ -160,8 +160,10 @@ class ApprovalDialog(QDialog):
         layout.addWidget(self._details(), 1)
         layout.addLayout(self._footer())
 
-        self._remember.currentIndexChanged.connect(self._update_approve)
-        self._deny.clicked.connect(self._on_deny)
+        # Slots take exactly what they use: Qt passes a signal's arguments to any
+        # callable that accepts them (as mutation testing's wrappers do).
+        self._remember.currentIndexChanged.connect(lambda _index: self._update_approve())
+        self._deny.clicked.connect(lambda _checked=False: self._on_deny())
         self._approve.approved.connect(self._on_approve)
         self._approve.ignored.connect(self._on_ignored)
         self._update_approve()
