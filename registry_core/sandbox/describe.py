@@ -104,6 +104,10 @@ def describe(
         },
         "scoped": scoped,
         "env": list(rules.env),
+        # NAME=VALUE entries: names only (a value may be private to the profile).
+        "env_set": [name for name, _value in rules.env_values],
+        # Applied to the command of each call (the tool's executable).
+        "advanced": {"ldd": rules.ldd, "add_exec": rules.add_exec},
         "namespaces": _namespaces(rules, bwrap, cwd or os.getcwd(), broker_socket),
         "unenforced": [
             {
@@ -188,6 +192,10 @@ def format_text(description: Mapping[str, Any]) -> str:
     else:
         lines += ["", "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)"]
     lines += _section("Environment passed", [(name,) for name in description["env"]])
+    if description["env_set"]:
+        lines += _section("Environment set", [(name,) for name in description["env_set"]])
+    if description["advanced"]["ldd"]:
+        lines += ["", "Libraries: each call's executable gets its shared libraries (ldd)"]
     lines += _section(
         "Not enforced", [(gap["feature"], _gap_text(gap)) for gap in description["unenforced"]]
     )

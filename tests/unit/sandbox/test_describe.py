@@ -93,3 +93,16 @@ def test_format_text_without_landlock(tmp_path: Path) -> None:
     assert "Landlock:     not available" in text
     assert "deny (no TCP bind or connect)" in text
     assert "landlock" in text
+
+
+def test_describe_names_variables_set_by_the_profile_but_not_their_values(tmp_path: Path) -> None:
+    profile = parse_profile(
+        {"env": ["PATH", "TOKEN=s3cret"], "advanced": {"ldd": True}}, name="e", source="/p/e.yaml"
+    )
+    data = describe(effective_rules(profile, {"HOME": str(tmp_path)}, str(tmp_path)), abi=7)
+    assert data["env"] == ["PATH"]
+    assert data["env_set"] == ["TOKEN"]
+    assert data["advanced"] == {"ldd": True, "add_exec": False}
+    text = format_text(data)
+    assert "TOKEN" in text and "s3cret" not in text
+    assert "ldd" in text
