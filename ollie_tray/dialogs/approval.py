@@ -207,7 +207,11 @@ class ApprovalDialog(QDialog):
         text = self.request.description.strip() or "(the registry has no description)"
         label = t.value_label(text, "Description")
         label.setStyleSheet("font-style: italic;")
-        label.setToolTip("From this computer's tool registry, not from the requester")
+        label.setToolTip(
+            "As the agent describes its action"
+            if self.request.action is not None
+            else "From this computer's tool registry, not from the requester"
+        )
         label.setContentsMargins(4, 0, 4, 0)
         return label
 

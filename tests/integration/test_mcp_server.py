@@ -465,3 +465,58 @@ def test_without_a_broker_an_elevated_call_is_refused_never_asked_on_stdio(env: 
 
     run(main)
     assert not (env.home / "proof.txt").exists()
+
+
+def test_elevated_tools_decided_by_a_headless_broker_and_its_policies(env: Env) -> None:
+    """``ollie-broker --front-end none``: nobody to ask, so remembered policies decide."""
+    import subprocess
+
+    from registry_core.elevation.client import broker_alive
+
+    environ = env.environ()
+    for verb, tool in (("allow", "touch_home"), ("deny", "root_tool")):
+        done = subprocess.run(
+            [str(TOOLS_CLI), "policy", verb, tool],
+            env=environ,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    broker = subprocess.Popen(
+        [str(Path(sys.executable).parent / "ollie-broker"), "--front-end", "none"],
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not broker_alive(env.socket, timeout=1.0):
+            assert broker.poll() is None, broker.stderr.read() if broker.stderr else ""
+            assert time.monotonic() < deadline, "the broker did not come up"
+            time.sleep(0.05)
+
+        async def main() -> None:
+            async with session(env) as s:
+                with anyio.fail_after(DEADLINE):
+                    allowed = await s.call_tool("touch_home", {})
+                    denied = await s.call_tool("root_tool", {})
+            assert allowed.isError is False, text_of(allowed)
+            assert denied.isError is True
+            assert "denied" in text_of(denied) and "remembered" in text_of(denied)
+
+        run(main)
+    finally:
+        broker.terminate()
+        broker.wait(timeout=DEADLINE)
+        if broker.stderr is not None:
+            broker.stderr.close()
+    assert (env.home / "proof.txt").read_text() == "written\n"
+    records = audit_records(env.root)
+    assert [(r["tool"], r["decision"], r["by"], r["client"]) for r in records] == [
+        ("touch_home", "allow", "policy", CLIENT),
+        ("root_tool", "deny", "policy", CLIENT),
+    ]
