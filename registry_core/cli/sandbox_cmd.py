@@ -9,7 +9,8 @@ from typing import Any, TextIO
 
 
 def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.paths import elevate_socket
+    from registry_core.errors import UnsafeWorkingDirectoryError
+    from registry_core.paths import elevate_socket, tools_path
     from registry_core.sandbox import (
         abi_version,
         describe,
@@ -19,6 +20,7 @@ def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO)
     )
     from registry_core.sandbox.contain import find_bwrap
     from registry_core.sandbox.mounts import TMP
+    from registry_core.sandbox.workdir import check_working_directory
 
     profile = load_profile(env, args.profile)
     bwrap = find_bwrap(env)
@@ -27,11 +29,19 @@ def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO)
     info = describe(
         rules, abi_version(), bwrap=bwrap, cwd=os.getcwd(), broker_socket=str(elevate_socket(env))
     )
+    try:
+        check_working_directory(os.getcwd(), env, tools_path(env))
+        refused = None
+    except UnsafeWorkingDirectoryError as exc:
+        refused = str(exc)
+    info["working_directory"] = {"path": os.getcwd(), "refused": refused}
     if args.json:
         json.dump(info, out, indent=2)
         out.write("\n")
     else:
         print(format_text(info), file=out)
+        if refused:
+            print(f"Working directory: REFUSED here: {refused}", file=out)
     return 0
 
 

@@ -151,3 +151,16 @@ def test_text_output_is_aligned(root: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert len({column_starts(line)[1] for line in network}) == 1
     assert "53, 80, 443" in out
     assert not any(line != line.rstrip() for line in out.splitlines())
+
+
+def test_it_says_when_calls_from_this_directory_are_refused(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out = show("--json")
+    assert code == 0
+    assert json.loads(out)["working_directory"] == {"path": str(root / "work"), "refused": None}
+    monkeypatch.chdir(root / "home")
+    code, out = show()
+    assert code == 0
+    assert "Working directory: REFUSED here: refusing to run a sandboxed tool in" in out
+    assert "your home directory" in out
