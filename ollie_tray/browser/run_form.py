@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from pathlib import Path
+import tempfile
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal
@@ -129,8 +129,14 @@ class RunForm(QDialog):
             form.addRow("Other (JSON):", self.extra)
         if not self.editors and self.extra is None:
             form.addRow(QLabel("This tool takes no arguments."))
-        self.cwd_edit = QLineEdit(cwd or str(Path.home()))
+        # Sandboxed calls are refused in $HOME (docs/security.md §2a): without a
+        # directory of the caller's, a fresh empty scratch directory is the default.
+        self.cwd_edit = QLineEdit(cwd or tempfile.mkdtemp(prefix="ollie-run-"))
         self.cwd_edit.setAccessibleName("Working directory")
+        self.cwd_edit.setToolTip(
+            "Where the tool runs; a sandboxed tool may write here. "
+            "Your home directory and Ollie's own directories are refused."
+        )
         self.timeout_spin = QDoubleSpinBox()
         self.timeout_spin.setRange(1, 3600)
         self.timeout_spin.setValue(60)

@@ -318,3 +318,20 @@ def test_image_blocks_are_pictures_and_unknown_blocks_stay_readable(qtbot: QtBot
     assert (picture.pixmap().width(), picture.pixmap().height()) == (3, 2)
     assert json.loads(view.texts()[2]) == {"type": "resource", "uri": "file:///x"}
     assert "not base64!" in view.texts()[3]  # shown as its JSON, not dropped
+
+
+def test_the_default_working_directory_is_a_scratch_directory_a_call_may_use(
+    qtbot: QtBot, loader: RegistryLoader, dispatcher: Dispatcher
+) -> None:
+    greet = loader.load().tools["greet"]
+    form = RunForm(greet, dispatcher)
+    qtbot.addWidget(form)
+    scratch = Path(form.cwd_edit.text())
+    assert scratch.is_dir() and scratch != Path.home()
+    assert list(scratch.iterdir()) == []
+    form.editors["name"].widget.setText("Ada")  # type: ignore[union-attr]
+    with qtbot.waitSignal(form.run_finished, timeout=RUN_TIMEOUT) as blocker:
+        form.run()
+    result: CallResult = blocker.args[0]
+    assert (result.exit_code, result.stdout) == (0, "Hello, Ada\n"), result
+    scratch.rmdir()
