@@ -126,11 +126,12 @@ def from_ours(rules: EffectiveRules, env: Mapping[str, str]) -> Enforced:
         if policy.mode is NetworkMode.UNRESTRICTED
         else ("tcp", frozenset(policy.bind_tcp), frozenset(policy.connect_tcp))
     )
+    # getattr: the suite also runs against versions that predate these fields.
     flags = {
         flag
         for flag, on in (
-            ("--ldd", rules.ldd),
-            ("--add-exec", rules.add_exec),
+            ("--ldd", getattr(rules, "ldd", False)),
+            ("--add-exec", getattr(rules, "add_exec", False)),
             ("--best-effort", rules.best_effort),
         )
         if on
