@@ -92,10 +92,18 @@ def interpreter() -> tuple[str, tuple[str, ...]]:
 
 def make_private_tmp(base: Path) -> str:
     """A fresh 0700 directory under ``base`` (created 0700 if missing)."""
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if base.stat().st_uid != os.getuid():
-        raise SandboxError(f"{base} belongs to another user; refusing to use it")
-    return tempfile.mkdtemp(prefix="call-", dir=base)
+    try:
+        base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(base)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            raise SandboxError(
+                f"{base} is not a directory of this user; refusing to put private /tmp there"
+            )
+        return tempfile.mkdtemp(prefix="call-", dir=base)
+    except OSError as exc:
+        raise SandboxError(
+            f"cannot create the call's private /tmp under {base}: {exc.strerror or exc}"
+        ) from exc
 
 
 def remove_tree(path: str) -> None:

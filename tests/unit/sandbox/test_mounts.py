@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from registry_core.sandbox.mounts import plan_view
 from registry_core.sandbox.profile import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
@@ -91,3 +93,22 @@ def test_symlinked_system_directories_stay_symlinks(tmp_path: Path) -> None:
     view = plan_view(rules, cwd=str(tmp_path), private_tmp="/x", broker_socket=None)
     assert ("usr-lib", str(link)) in _triples(view.args, "--symlink")
     assert (str(tmp_path / "usr-lib"),) * 2 in _triples(view.args, "--ro-bind")
+
+
+def test_the_private_tmp_base_must_be_a_directory_of_this_user(tmp_path: Path) -> None:
+    from registry_core.errors import SandboxError
+    from registry_core.sandbox.contain import make_private_tmp, remove_tree
+
+    made = Path(make_private_tmp(tmp_path / "base"))
+    assert made.parent == tmp_path / "base" and (made.stat().st_mode & 0o777) == 0o700
+    (made / "locked").mkdir()
+    (made / "locked" / "f").write_text("x")
+    (made / "locked").chmod(0)  # a tool may take its own permissions away
+    remove_tree(str(made))
+    assert not made.exists()
+    (tmp_path / "link").symlink_to(tmp_path / "base")
+    with pytest.raises(SandboxError, match="not a directory of this user"):
+        make_private_tmp(tmp_path / "link")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SandboxError, match="cannot create the call's private /tmp"):
+        make_private_tmp(tmp_path / "file" / "sub")
