@@ -102,8 +102,21 @@ def _rank(rule: PathRule) -> tuple[int, int]:
     return (rule.path.count("/"), 0 if rule.access in _WRITABLE else 1)
 
 
+def _real_entry(path: str) -> bool:
+    """A directory or regular file, not a symlink (binding through one could show its target)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) or stat.S_ISREG(mode)
+
+
 def _git_entries(cwd: str, planner: _Planner) -> list[str]:
-    """``.git`` in ``cwd`` and in its ancestors that are writable in the view."""
+    """``.git`` in ``cwd`` and in its ancestors that are writable in the view.
+
+    A ``.git`` that is a symlink is left alone: bubblewrap would bind its
+    target, wherever that points.
+    """
     found: list[str] = []
     path = cwd
     while True:
@@ -111,7 +124,7 @@ def _git_entries(cwd: str, planner: _Planner) -> list[str]:
         if cover is None or not cover[1]:
             break
         candidate = os.path.join(path, ".git")
-        if _lexists(candidate):
+        if _real_entry(candidate):
             found.append(candidate)
         if path == cover[0] or path == "/":
             break

@@ -112,3 +112,13 @@ def test_the_private_tmp_base_must_be_a_directory_of_this_user(tmp_path: Path) -
     (tmp_path / "file").write_text("")
     with pytest.raises(SandboxError, match="cannot create the call's private /tmp"):
         make_private_tmp(tmp_path / "file" / "sub")
+
+
+def test_a_symlinked_git_is_never_bound_through(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / ".git").symlink_to(tmp_path / "elsewhere")
+    rules = _rules((str(tmp_path / "work"), Access.RW))
+    view = plan_view(rules, cwd=str(tmp_path / "work"), private_tmp="/x", broker_socket=None)
+    assert view.hidden_git == ()
+    assert str(tmp_path / "elsewhere") not in view.args
