@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from registry_core.cli.gates import askpass_program
 from registry_core.dispatch import Dispatcher
 from registry_core.elevation.audit import AuditLog, audit_log_from_env
 from registry_core.elevation.core import Broker, BrokerConfig, Pending
+from registry_core.elevation.denials import Denial, DenialBatcher, DenialLog
 from registry_core.elevation.gates import BrokerGate
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.server import (
@@ -98,7 +100,11 @@ class TrayApp:
             settings=PrompterSettings(options.countdown_s, options.arm_delay_ms, self.judge),
             on_dialog=self._dialog_changed,
         )
+        # Denials nobody made by hand: in the menu, and one grouped low-urgency notification.
+        self.denials = DenialLog()
+        self._denial_batcher = DenialBatcher()
         self.broker = Broker(
+            denials=self.denials,
             registry=lambda: self.loader.current,
             prompter=self.prompter,
             policies=self.policies,
@@ -142,6 +148,7 @@ class TrayApp:
             icon=str(paths.resources_dir() / "icons" / "ollie-tray.svg"),
         )
         self.broker.subscribe(self._broker_changed)
+        self.denials.subscribe(self._denied)
         self._watcher: DirectoryWatcher | None = None
         self._rescan = QTimer()
         self._rescan.setInterval(FULL_RESCAN_MS)
@@ -176,7 +183,24 @@ class TrayApp:
             remote_hosts=self.remote.menu_entries,
             connect_remote=self.remote.ask_and_connect,
             disconnect_remote=self.remote.disconnect_host,
+            recent_denials=lambda: self.denials.recent(5),
         )
+
+    def _denied(self, denial: Denial) -> None:
+        """An unattended denial: refresh the menu; notify now or when the interval ends."""
+        if self.tray is not None:
+            self.tray.rebuild_menu()
+        delay = self._denial_batcher.add(denial, time.monotonic())
+        if delay is not None:
+            QTimer.singleShot(int(delay * 1000), self._flush_denials)
+
+    def _flush_denials(self) -> None:
+        batch = self._denial_batcher.flush(time.monotonic())
+        if batch:
+            self._spawn(self._notify_denials(batch))
+
+    async def _notify_denials(self, batch: list[Denial]) -> None:
+        await self.notifier.notify_denials(batch)
 
     def _problem(self, text: str) -> None:
         self.problems.append(text)

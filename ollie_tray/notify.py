@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from dbus_fast import Message, MessageType, Variant
 
+from registry_core.elevation.denials import Denial, summary_text
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest
 
@@ -105,6 +106,10 @@ def _clean(text: str, limit: int) -> str:
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1] + "\u2026"
     return cleaned
+
+
+def _clean_lines(text: str) -> str:
+    return "\n".join(_clean(line, _FIELD_LIMIT) for line in text.splitlines())
 
 
 def build_notification(
@@ -328,6 +333,34 @@ class Notifier:
         if request.id in self._decided_early:
             self._decided_early.discard(request.id)
             await self.request_decided(request.id)
+
+    async def notify_denials(self, batch: Sequence[Denial]) -> bool:
+        """One low-urgency notification, without actions, for denials nobody made by hand.
+
+        ``False`` when it could not be shown (no server, an error): the tray menu
+        still lists them.  Tool names and reasons are cleaned like all text here.
+        """
+        if self._bus is not None and self._bus.connected and self._server is None:
+            await self._probe()
+        if not self.available or not batch:
+            return False
+        summary, body = summary_text(list(batch))
+        markup = "body-markup" in self._caps
+        body = _clean_lines(body)
+        content = NotificationContent(
+            _clean(summary, _FIELD_LIMIT),
+            html.escape(body, quote=False) if markup else body,
+            (),
+            Urgency.LOW,
+            -1,
+        )
+        try:
+            await self._notify(content, 0)
+        except Exception as exc:
+            log.warning("notifications: Notify failed (%s)", _describe(exc))
+            self._server = None
+            return False
+        return True
 
     async def request_decided(self, request_id: str) -> None:
         """The request is answered: take its notification away."""

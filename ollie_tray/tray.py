@@ -6,6 +6,7 @@ notifications appear normally and :class:`TrayIcon` says so once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import QMenu, QSystemTrayIcon, QWidget
 
 from ollie_tray.icons import TrayState, state_icon
 from registry_core.elevation.core import Pending
+from registry_core.elevation.denials import Denial
 
 
 @dataclass
@@ -35,6 +37,8 @@ class TrayActions:
     disconnect_remote: Callable[[str], None] | None = None
     # Why "Start at login" cannot be used now ("" when it can), e.g. in demo mode.
     autostart_unavailable: Callable[[], str] | None = None
+    # The last few denials nobody made by hand (optional), newest first, with reasons.
+    recent_denials: Callable[[], list[Denial]] | None = None
 
 
 def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
@@ -127,6 +131,7 @@ class TrayIcon(QSystemTrayIcon):
             action = menu.addAction(label)
             action.setObjectName(f"request:{req.id}")
             action.triggered.connect(lambda _=False, rid=req.id: self.actions.open_request(rid))
+        self._add_denials(menu)
         menu.addSeparator()
         menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)
         menu.addAction("&Policies…").triggered.connect(self.actions.policies)
@@ -152,6 +157,21 @@ class TrayIcon(QSystemTrayIcon):
         menu.addAction(autostart)
         menu.addSeparator()
         menu.addAction("&Quit").triggered.connect(self.actions.quit)
+
+    def _add_denials(self, menu: QMenu) -> None:
+        """ "Recently denied": the last few denials nobody made by hand, and why."""
+        if self.actions.recent_denials is None:
+            return
+        denials = self.actions.recent_denials()
+        if not denials:
+            return
+        menu.addSeparator()
+        menu.addAction("Recently denied (not by you):").setEnabled(False)
+        for denial in denials:
+            when = time.strftime("%H:%M", time.localtime(denial.time))
+            item = menu.addAction(f"{when}  {denial.line()}")
+            item.setToolTip(denial.reason)
+            item.triggered.connect(self.actions.audit_log)
 
     def rebuild_remote_menu(self) -> None:
         """Connected hosts (from ollie-remote's state files, read now), each with

@@ -29,6 +29,7 @@ from registry_core.elevation.action_flow import (
 )
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
     PASSWORD_ATTEMPTS_EXHAUSTED,
@@ -86,8 +87,13 @@ class Broker:
         config: BrokerConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         actions: ActionRuleStore | None = None,
+
+        denials: DenialLog | None = None,
     ) -> None:
         self.registry = registry
+        # Denials nobody made by hand (remembered deny, paused, timeout, unknown tool),
+        # for the desktop to show (denials.py).
+        self.denials = denials
         self.prompter = prompter
         self.policies = policies
         # Agents' own actions: their rules live beside policies.yaml unless given.
@@ -124,6 +130,9 @@ class Broker:
         try:
             return gather_facts(self.registry(), req, remote_tools_dir=remote_dir)
         except ToolNotFoundError as exc:
+            self._unattended(
+                req.tool, req.host or self.config.host, DeniedBy.UNKNOWN_TOOL, str(exc)
+            )
             raise m.MessageError(m.ErrorCode.UNKNOWN_TOOL, str(exc), req.id) from exc
         except ToolUnavailableError as exc:
             raise m.MessageError(m.ErrorCode.TOOL_UNAVAILABLE, str(exc), req.id) from exc
@@ -197,6 +206,8 @@ class Broker:
             issued = self.grants.issue(ar, ar.requester.pid, ar.requester.uid)
             grant = issued.token
         record_decision(self.audit, ar, decision, by, remember, reason)
+        if decision is m.Decision.DENY and by in UNATTENDED:
+            self._unattended(ar.tool, ar.host, UNATTENDED[by], reason)
         return m.DecisionReply(
             id=request_id,
             decision=decision,
@@ -205,6 +216,10 @@ class Broker:
             remember=remember.value if remember else None,
             grant=grant,
         )
+
+    def _unattended(self, tool: str, host: str, why: DeniedBy, reason: str) -> None:
+        if self.denials is not None:
+            self.denials.add(Denial(time.time(), tool, host, why, reason))
 
     async def elevate(
         self,

@@ -18,7 +18,14 @@ from pathlib import Path
 
 import desktop_session as ds
 import pytest
-from e2e_driver import APPROVAL_TITLE, click_approve, click_button, find_window, texts_of
+from e2e_driver import (
+    APPROVAL_TITLE,
+    click_approve,
+    click_button,
+    find_window,
+    texts_of,
+    wait_for,
+)
 from e2e_harness import E2E, EXAMPLES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
@@ -115,6 +122,15 @@ def test_unanswered_request_is_denied_by_the_countdown(e2e: E2E) -> None:
     assert 2.5 <= elapsed < 10, elapsed
     assert not (Path(env["HOME"]) / NOTE).exists()
     e2e.display.wait_no_window(TITLE)
+    # Nobody decided by hand: the desktop says so, quietly (low urgency, no actions).
+    summary = f"Ollie denied {TOOL}"
+    wait_for(
+        lambda: [e for e in ds.dunst_shown(e2e.desktop.dunst_env) if e["summary"] == summary],
+        "the denial notification",
+    )
+    [shown] = [e for e in ds.dunst_shown(e2e.desktop.dunst_env) if e["summary"] == summary]
+    assert shown["urgency"] == "LOW"
+    assert shown["body"].startswith(f"{TOOL} — no answer in time")
 
 
 def test_killed_client_withdraws_its_dialog(e2e: E2E) -> None:

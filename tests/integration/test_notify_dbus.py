@@ -20,6 +20,7 @@ from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
 from ollie_tray.notify import Notifier
+from registry_core.elevation.denials import Denial, DeniedBy
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest
@@ -388,3 +389,27 @@ def test_require_skips_locally_and_fails_under_ci(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI must run real-stack tests"):
         ds.require("dunstctl")
+
+
+def test_unattended_denials_are_one_grouped_low_urgency_notification(
+    desktop: dict[str, str],
+) -> None:
+    batch = [
+        Denial(0.0, "write_note", "laptop", DeniedBy.PAUSED, "requests are paused"),
+        Denial(0.0, "whoami_root", "laptop", DeniedBy.POLICY, "remembered: deny whoami_root"),
+        Denial(0.0, "ghost<b>", "laptop", DeniedBy.UNKNOWN_TOOL, "no tool named 'ghost<b>'"),
+    ]
+
+    async def main() -> None:
+        async with Recorder().running(desktop) as notifier:
+            assert await notifier.notify_denials(batch)
+            (entry,) = await eventually(shown_for(desktop, "Ollie denied 3 requests"), bool)
+            assert entry["urgency"] == "LOW"
+            assert "write_note — paused: requests are paused" in entry["body"]
+            assert "whoami_root — remembered deny" in entry["body"]
+            assert "ghost&lt;b&gt; — unknown tool" in entry["body"]  # markup escaped
+            await asyncio.to_thread(ds.dunstctl, desktop, "close")
+            history = await eventually(lambda: ds.dunst_history(desktop), bool)
+            assert history[0]["urgency"] == "low"
+
+    asyncio.run(main())

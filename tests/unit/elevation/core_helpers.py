@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig
+from registry_core.elevation.denials import DenialLog
 from registry_core.elevation.facts import REQUEST_CODE_TOOL
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import PolicyStore, file_sha256
@@ -124,6 +125,7 @@ class Setup:
         self.policies = PolicyStore(self.policy_path)
         self.loader = RegistryLoader([tools], {"PATH": "/usr/bin:/bin"})
         self.requester = Requester(pid=os.getpid(), uid=os.getuid(), gid=os.getgid(), host=HOST)
+        self.denials = DenialLog()
 
     def broker(self, prompter: FakePrompter, **config: Any) -> Broker:
         return Broker(
@@ -132,6 +134,7 @@ class Setup:
             policies=self.policies,
             audit=AuditLog(self.audit_path),
             config=BrokerConfig(host=HOST, **config),
+            denials=self.denials,
         )
 
     def exe(self, name: str) -> str:

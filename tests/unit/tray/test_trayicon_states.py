@@ -75,3 +75,25 @@ def test_error_state_sticks(qapp: QApplication) -> None:
     tray.set_pending([])
     assert tray.state is TrayState.ERROR
     assert "cannot bind" in tray.toolTip()
+
+
+def test_menu_lists_recent_unattended_denials_with_their_reason(qapp: QApplication) -> None:
+    from registry_core.elevation.denials import Denial, DeniedBy
+
+    calls: list[tuple[str, Any]] = []
+    recent = [
+        Denial(time.time(), "write_note", "laptop", DeniedBy.PAUSED, "requests are paused"),
+        Denial(time.time(), "ghost", "laptop", DeniedBy.UNKNOWN_TOOL, "no tool named 'ghost'"),
+    ]
+    tray = TrayIcon(recording_actions(calls, recent_denials=lambda: recent))
+    texts = tray.action_texts()
+    assert "Recently denied (not by you):" in texts
+    lines = [t for t in texts if "—" in t and ("write_note" in t or "ghost" in t)]
+    assert [line.split("  ", 1)[1] for line in lines] == [
+        "write_note — paused: requests are paused",
+        "ghost — unknown tool: no tool named 'ghost'",
+    ]
+    entry = next(a for a in tray.menu.actions() if a.text() == lines[0])
+    entry.trigger()
+    assert calls[-1][0] == "audit"  # the whole story is in the audit log
+    assert "Recently denied (not by you):" not in TrayIcon(recording_actions(calls)).action_texts()
