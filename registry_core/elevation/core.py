@@ -87,7 +87,6 @@ class Broker:
         config: BrokerConfig | None = None,
         clock: Callable[[], float] = time.monotonic,
         actions: ActionRuleStore | None = None,
-
         denials: DenialLog | None = None,
     ) -> None:
         self.registry = registry
