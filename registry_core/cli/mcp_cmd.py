@@ -1,8 +1,9 @@
 """``ollie-tools mcp``: serve the registry to MCP clients (Claude Code, Codex, Goose, ...).
 
-stdio only: the client starts this command and speaks JSON-RPC on its
-stdin/stdout (``docs/mcp.md``).  Nothing else may write to stdout, so every
-message of ours goes to stderr.
+stdio by default: the client starts this command and speaks JSON-RPC on its
+stdin/stdout (``docs/mcp.md``); nothing else may write to stdout, so every
+message of ours goes to stderr.  ``--http``: streamable HTTP on localhost
+with a per-start token (:mod:`registry_core.mcp.http`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,12 @@ def cmd_mcp(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
         progress_interval=args.progress_interval,
     )
     try:
-        asyncio.run(server.serve_stdio())
+        if args.http:
+            from registry_core.mcp.http import serve_http
+
+            asyncio.run(serve_http(server, args.port, env))
+        else:
+            asyncio.run(server.serve_stdio())
     except KeyboardInterrupt:
         pass
     finally:
@@ -51,4 +57,10 @@ def register(sub: Any) -> None:
         default=1.0,
         help="seconds between progress notifications of a running call (default 1)",
     )
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve streamable HTTP on 127.0.0.1 with a per-start bearer token instead of stdio",
+    )
+    p.add_argument("--port", type=int, default=0, help="HTTP port (default: any free port)")
     p.set_defaults(func=cmd_mcp)

@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import unicodedata
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import anyio
 import anyio.to_thread
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
 from registry_core.cli.gates import askpass_program, this_host
@@ -68,6 +70,21 @@ def client_label(session: ServerSession) -> str | None:
     return text or None
 
 
+class _Server(Server[Any, Any]):
+    """The SDK's server announcing ``tools.listChanged`` on every transport (the HTTP
+    session manager builds its initialization options without arguments)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+        )
+
+
 class RegistryServer:
     """One MCP server over one registry (its own loader, watcher and dispatcher)."""
 
@@ -96,13 +113,13 @@ class RegistryServer:
         self._registry = self.loader.load()
         self._listed = listing_key(self._registry)
         self._listing: tuple[Registry, list[types.Tool]] | None = None
-        self._session: ServerSession | None = None
+        self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
         self._debounce: asyncio.TimerHandle | None = None
         self.gate = McpGate(self.env, host=this_host())
         self.dispatcher = Dispatcher(
             registry=self.current, env=self.env, gate=self.gate, askpass=askpass_program()
         )
-        self.server: Server[Any, Any] = Server(
+        self.server: Server[Any, Any] = _Server(
             SERVER_NAME, version=_version(), instructions=INSTRUCTIONS
         )
         self.server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]
@@ -138,14 +155,14 @@ class RegistryServer:
         if key == self._listed:
             return
         self._listed = key
-        if self._session is not None:
-            task = asyncio.get_running_loop().create_task(self._session.send_tool_list_changed())
+        for session in list(self._sessions):
+            task = asyncio.get_running_loop().create_task(session.send_tool_list_changed())
             task.add_done_callback(_log_failure)
 
     # --- handlers ----------------------------------------------------------------
 
     async def _list_tools(self) -> list[types.Tool]:
-        self._session = self.server.request_context.session
+        self._sessions.add(self.server.request_context.session)
         for attempt in (1, 2):
             registry = self.current()
             if self._listing is not None and self._listing[0] is registry:
@@ -163,7 +180,7 @@ class RegistryServer:
 
     async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = self.server.request_context
-        self._session = ctx.session
+        self._sessions.add(ctx.session)
         canceller = CallCanceller()
         options = CallOptions(
             cwd=self.cwd,
@@ -218,21 +235,24 @@ class RegistryServer:
 
     # --- running -----------------------------------------------------------------
 
+    def watch(self) -> None:
+        """Follow the tools directories from the running loop (undo with :meth:`unwatch`)."""
+        if self._watcher is not None:
+            asyncio.get_running_loop().add_reader(self._watcher.fileno(), self._on_fs_event)
+
+    def unwatch(self) -> None:
+        if self._watcher is not None:
+            asyncio.get_running_loop().remove_reader(self._watcher.fileno())
+
     async def serve_stdio(self) -> None:
         from mcp.server.stdio import stdio_server
 
-        loop = asyncio.get_running_loop()
-        if self._watcher is not None:
-            loop.add_reader(self._watcher.fileno(), self._on_fs_event)
+        self.watch()
         try:
             async with stdio_server() as (read, write):
-                options = self.server.create_initialization_options(
-                    NotificationOptions(tools_changed=True)
-                )
-                await self.server.run(read, write, options)
+                await self.server.run(read, write, self.server.create_initialization_options())
         finally:
-            if self._watcher is not None:
-                loop.remove_reader(self._watcher.fileno())
+            self.unwatch()
 
     def close(self) -> None:
         if self._watcher is not None:
