@@ -13,6 +13,10 @@ covers the person's decision as well as the run.  So:
   process of the code dies too, and when bash ends, so does anything it left
   running;
 - a denial (or no decision in time) exits 77 with the reason on stderr.
+
+``ollie-elevate --install`` links itself in as ollie-core's plugin,
+``<plugins>/elevate`` (:func:`registry_core.paths.plugins_dir`: the first
+entry of ``$OLLIE_PLUGINS_PATH``, else ``<ollie config>/scripts/x``).
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import FrameType
 
+from registry_core import paths
 from registry_core.dispatch.gate import ElevationRequest, Kind
 from registry_core.dispatch.tether import run_tethered
 from registry_core.elevation.gates import InProcessGate, choose_gate
@@ -85,9 +91,32 @@ def _authorize(env: Mapping[str, str], request: ElevationRequest, deadline: floa
         raise ElevationDeniedError("approved after the step's deadline; not run")
 
 
+def install(env: Mapping[str, str], program: str) -> int:
+    """Link ``program`` as ``<plugins>/elevate``; an existing different file is left alone."""
+    target = Path(program).resolve()
+    link = paths.plugins_dir(env) / "elevate"
+    if link.is_symlink() and link.resolve() == target:
+        print(f"{link} already runs {target}")
+        return 0
+    if link.exists() or link.is_symlink():
+        print(f"ollie-elevate: {link} exists and is not ours; remove it first", file=sys.stderr)
+        return 1
+    try:
+        link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        link.symlink_to(target)
+    except OSError as exc:
+        print(f"ollie-elevate: cannot create {link}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"{link} -> {target}: ollie-core now asks this tray before elevated steps")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--install"]:
+        me = sys.argv[0]
+        return install(os.environ, me if os.sep in me else shutil.which(me) or me)
     if args and args[0] == "--":
         args = args[1:]
     if len(args) != 1 or not args[0].strip():

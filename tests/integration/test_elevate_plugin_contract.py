@@ -238,3 +238,38 @@ def test_a_killed_keeper_parent_is_noticed_even_when_the_code_ignores_signals(
     proc.kill()
     read_to_eof(proc)
     wait_all_gone(pids)
+
+
+def install(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(ELEVATE), "--install"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+    )
+
+
+def test_install_links_the_plugin_where_ollie_core_looks(tmp_path: Path, session: Path) -> None:
+    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    env = {**base, "OLLIE_CFG_PATH": str(tmp_path / "cfg")}
+    link = tmp_path / "cfg" / "scripts" / "x" / "elevate"
+    first = install(env, session)
+    assert first.returncode == 0, first.stderr
+    assert link.is_symlink() and link.resolve() == ELEVATE.resolve()
+    again = install(env, session)
+    assert (again.returncode, again.stdout.startswith(f"{link} already")) == (0, True)
+    plugins = {**env, "OLLIE_PLUGINS_PATH": f"{tmp_path / 'p1'}:{tmp_path / 'p2'}"}
+    assert install(plugins, session).returncode == 0
+    assert (tmp_path / "p1" / "elevate").resolve() == ELEVATE.resolve()
+
+
+def test_install_never_replaces_someone_elses_plugin(tmp_path: Path, session: Path) -> None:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "OLLIE_PLUGINS_PATH": str(tmp_path)}
+    (tmp_path / "elevate").write_text('#!/bin/sh\nexec other-backend "$@"\n')
+    result = install(env, session)
+    assert result.returncode == 1
+    assert "not ours" in result.stderr
+    assert (tmp_path / "elevate").read_text().startswith("#!/bin/sh\nexec other-backend")
