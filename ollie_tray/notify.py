@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from dbus_fast import Message, MessageType, Variant
 
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.denials import Denial, summary_text
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest
@@ -132,13 +133,14 @@ def build_notification(
     def esc(text: str) -> str:
         return html.escape(text, quote=False) if markup else text
 
+    where = f", {SANDBOX_LABEL}" if request.sandboxed else ""
     remote = ""
     if request.remote:
         remote = " <b>[REMOTE]</b>" if markup else " [REMOTE]"
     body = "\n".join(
         (
             esc(f"Asks to {request.what}."),
-            esc(f"Requester: {_clean(exe, _FIELD_LIMIT)} (pid {requester.pid})"),
+            esc(f"Requester: {_clean(exe, _FIELD_LIMIT)} (pid {requester.pid}){where}"),
             esc(f"Host: {host}") + remote,
         )
     )

@@ -126,6 +126,28 @@ class UnsafeWorkingDirectoryError(SandboxError):
         )
 
 
+class BrokerSocketExposedError(SandboxError):
+    """A profile rule would make the broker socket's directory writable for the tool."""
+
+    def __init__(
+        self, profile: str, source: str, rule_path: str, access: str, origin: str, socket: str
+    ) -> None:
+        self.profile = profile
+        self.source = source
+        self.rule_path = rule_path
+        self.access = access
+        self.origin = origin
+        self.socket = socket
+        super().__init__(
+            f"sandbox profile {profile!r} ({source}) grants {access} on {rule_path}"
+            f" (from {origin}), which holds the elevation broker's socket {socket}:"
+            " a tool could replace the socket and answer elevation requests itself."
+            " Remove or narrow that rule, or move the socket (set XDG_RUNTIME_DIR,"
+            " or OLLIE_ELEVATE_SOCKET to a path in a directory the profile does not make"
+            " writable)."
+        )
+
+
 # --- elevation --------------------------------------------------------------
 
 

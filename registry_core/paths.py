@@ -48,12 +48,21 @@ def sandbox_tmp_base(env: Mapping[str, str]) -> Path:
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
+    """``$XDG_RUNTIME_DIR``, else a private directory under Ollie's cache directory.
+
+    No XDG_RUNTIME_DIR (e.g. a bare ssh session): never ``/tmp``, which every
+    sandbox profile makes writable through ``{TMPDIR}``, so a tool could rename
+    the broker's socket and serve its own approvals.  Instead
+    ``$XDG_CACHE_HOME/ollie/runtime-<host name>`` (created 0700, with any missing
+    parents, by whoever binds a socket there): the dispatcher refuses a working
+    directory inside or above Ollie's cache directory and any profile that would
+    make the socket's directory writable (``sandbox/guard.py``).  The host name
+    keeps two machines that share a network home apart.  See docs/decisions.md.
+    """
     value = env.get("XDG_RUNTIME_DIR")
     if value:
         return Path(value)
-    # No XDG_RUNTIME_DIR (e.g. a bare ssh session): a per-user directory in /tmp;
-    # the broker creates it 0700 and refuses one owned by somebody else.
-    return Path(f"/tmp/ollie-runtime-{os.getuid()}")  # noqa: S108
+    return cache_home(env) / "ollie" / f"runtime-{os.uname().nodename}"
 
 
 def _absolute(value: str) -> Path:

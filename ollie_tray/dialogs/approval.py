@@ -51,6 +51,7 @@ from ollie_tray.dialogs.real_input import (
     default_judge,
     synthetic_input_banner,
 )
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.identity import ProcessInfo, Requester
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
@@ -60,6 +61,16 @@ _ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
 
 
 def _explanation(request: ApprovalRequest) -> str:
+    text = _consequence(request)
+    if request.sandboxed:
+        text = (
+            f"This request comes {SANDBOX_LABEL}: a sandboxed process is asking, and it"
+            f" never receives a password. {text}"
+        )
+    return text
+
+
+def _consequence(request: ApprovalRequest) -> str:
     if request.action is not None:
         return (
             "If you approve, the agent runs this action itself, as you, outside any Ollie sandbox."
@@ -195,6 +206,14 @@ class ApprovalDialog(QDialog):
         explain = c.plain_label(_explanation(self.request), style=f"color: {dark};")
         tag = "RUN AS ROOT" if sudo else "SANDBOX ESCAPE" if action is None else "AGENT ACTION"
         tags: list[QWidget] = [c.badge(tag, color)]
+        self.sandbox_badge: QLabel | None = None
+        if self.request.sandboxed:
+            self.sandbox_badge = c.badge(SANDBOX_LABEL.upper(), "#6a1b9a")
+            self.sandbox_badge.setAccessibleName(f"Requested {SANDBOX_LABEL}")
+            self.sandbox_badge.setToolTip(
+                "A process inside the sandbox asks. It never receives a password."
+            )
+            tags.append(self.sandbox_badge)
         self.remote_badge: QLabel | None = None
         if self.request.remote:
             self.remote_badge = c.badge(f"REMOTE · {self.request.host}", "#1565c0")
@@ -246,8 +265,9 @@ class ApprovalDialog(QDialog):
         column.addLayout(form)
 
         req = r.requester
+        where = f", {SANDBOX_LABEL}" if req.sandboxed else ""
         column.addWidget(
-            c.section_title(f"Requested by (as reported by the system for pid {req.pid})")
+            c.section_title(f"Requested by (as reported by the system for pid {req.pid}{where})")
         )
         form = c.Form()
         process = t.MonoBox(

@@ -39,6 +39,7 @@ from ollie_tray.windows.common import (
     window_layout,
 )
 from registry_core.elevation.audit import AuditError, AuditRecord
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.messages import Decision
 
 COLUMNS = ("Time", "Tool", "Kind", "Host", "Decision", "By", "Requester", "Reason")
@@ -118,6 +119,8 @@ def _details(record: AuditRecord) -> str:
     if record.argv:
         lines.append("argv: " + c.shell_join(record.argv))
     lines.append(f"requester: pid {record.requester.pid} {record.requester.exe}")
+    if record.requester.sandboxed:
+        lines.append(f"requested {SANDBOX_LABEL}")
     if record.requester.cmdline:
         lines.append("command line: " + c.shell_join(record.requester.cmdline))
     if record.remember is not None:

@@ -5,11 +5,20 @@ when it needs a password.  It presents the grant token from ``OLLIE_GRANT``
 to the broker, which asks the person, and writes the password to stdout,
 the pipe sudo reads.  The password is never logged, and the process is
 made non-dumpable so it cannot be read from a core file or by ptrace.
+
+Order matters: the broker reads ``/proc/<pid>/ns/*`` of each peer when it
+connects, to tell a requester inside a sandbox apart (a peer it cannot read
+counts as sandboxed and gets no password).  A non-dumpable process's
+namespaces are unreadable to a non-root broker, so askpass first connects
+and pings (the pong proves the broker has identified it), and only then
+makes itself non-dumpable, before it asks for the password.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import sys
 from collections.abc import Sequence
 
@@ -22,7 +31,8 @@ from registry_core.secure import harden_process
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    harden_process()
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file, even before the ping
     args = list(sys.argv[1:] if argv is None else argv)
     prompt = args[0] if args else "Password: "
     grant = os.environ.get(GRANT_ENV, "")
@@ -38,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait = APPROVAL_WAIT
     try:
         with BrokerClient(socket_path) as client:
+            client.ping()  # the broker has read our /proc entries once this returns
+            harden_process()
             reply = client.askpass(grant, prompt, wait=wait)
     except BrokerUnavailableError as exc:
         print(f"ollie-askpass: {exc}", file=sys.stderr)

@@ -58,6 +58,7 @@ from registry_core.sandbox import (
     with_command,
 )
 from registry_core.sandbox.contain import contain, find_bwrap, missing_bwrap_gap, unavailable_error
+from registry_core.sandbox.guard import guard_broker_socket
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.workdir import check_working_directory
@@ -287,6 +288,7 @@ class Dispatcher:
             rules = with_command(
                 rules, executable, origin="tool executable", always=True, libraries=self._ldd
             )
+            guard_broker_socket(rules, self.env)
             abi = self._cache.abi
             sandbox = None if bwrap is not None else self._uncontained(rules)
         env = sandbox_env(rules, self.env)

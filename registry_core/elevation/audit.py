@@ -11,6 +11,9 @@ Each line is one :class:`AuditRecord` (keys in this order)::
      "code": null, "decision": "allow", "by": "user", "remember": "once",
      "reason": "approved by the user"}
 
+A requester inside a sandbox (see ``confinement.py``) carries two more keys in
+``requester``: ``"sandboxed": true, "origin": "from inside the sandbox"``.
+
 ``by`` is who decided: user, policy, timeout, no_front_end, shutdown,
 client_gone or paused.  ``remember`` is the remember choice (``null`` when
 none applied).  ``args`` and ``code`` are what the agent sent; no record
@@ -49,6 +52,7 @@ from registry_core.elevation.audit_file import (
     gap_count,
     lines_backwards,
 )
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
 from registry_core.elevation.prompter import Remember
@@ -77,13 +81,28 @@ class AuditRequester:
     exe: str = ""
     cmdline: tuple[str, ...] = ()
     cwd: str = ""
+    sandboxed: bool = False
 
     @classmethod
     def from_requester(cls, requester: Requester) -> AuditRequester:
-        return cls(requester.pid, requester.exe, requester.cmdline, requester.cwd)
+        return cls(
+            requester.pid, requester.exe, requester.cmdline, requester.cwd, requester.sandboxed
+        )
 
     def label(self) -> str:
-        return f"{self.pid} {self.exe or '?'}"
+        where = f" ({SANDBOX_LABEL})" if self.sandboxed else ""
+        return f"{self.pid} {self.exe or '?'}{where}"
+
+    def to_json(self) -> dict[str, Any]:
+        obj: dict[str, Any] = {
+            "pid": self.pid,
+            "exe": self.exe,
+            "cmdline": list(self.cmdline),
+            "cwd": self.cwd,
+        }
+        if self.sandboxed:
+            obj.update(sandboxed=True, origin=SANDBOX_LABEL)
+        return obj
 
 
 def _iso(ts: float) -> str:
@@ -134,12 +153,7 @@ class AuditRecord:
             "kind": "action" if self.action is not None else self.kind.value,
             "host": self.host,
             "remote": self.remote,
-            "requester": {
-                "pid": self.requester.pid,
-                "exe": self.requester.exe,
-                "cmdline": list(self.requester.cmdline),
-                "cwd": self.requester.cwd,
-            },
+            "requester": self.requester.to_json(),
             "executable": self.executable,
             "sha256": self.sha256,
             "argv": list(self.argv),
@@ -190,6 +204,7 @@ class AuditRecord:
                 exe=_str(req.get("exe", "")),
                 cmdline=tuple(_str(a) for a in req.get("cmdline") or ()),
                 cwd=_str(req.get("cwd", "")),
+                sandboxed=req.get("sandboxed") is True,
             ),
             executable=_opt_str(obj.get("executable")),
             sha256=_opt_str(obj.get("sha256")),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from registry_core.elevation.action_flow import (
 )
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
@@ -50,6 +52,7 @@ from registry_core.elevation.recording import record_decision
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
+log = logging.getLogger(__name__)
 DEFAULT_PROMPT_TIMEOUT = 60.0
 ACTION_RULES_FILE = "action-policies.json"
 DEFAULT_QUEUE_TIMEOUT = 600.0
@@ -201,7 +204,10 @@ class Broker:
         request_id: m.RequestId = 0,
     ) -> m.DecisionReply:
         grant = None
-        if decision is m.Decision.ALLOW and ar.kind is m.Kind.SUDO:
+        # A requester inside a sandbox gets no grant: sudo cannot run there, and only
+        # the dispatcher outside the sandbox may ever present one.
+        sudo = ar.kind is m.Kind.SUDO and not ar.requester.sandboxed
+        if decision is m.Decision.ALLOW and sudo:
             issued = self.grants.issue(ar, ar.requester.pid, ar.requester.uid)
             grant = issued.token
         record_decision(self.audit, ar, decision, by, remember, reason)
@@ -385,7 +391,26 @@ class Broker:
     async def askpass(
         self, req: m.AskpassRequest, requester: Requester
     ) -> m.PasswordReply | m.DecisionReply:
-        """The password for a live grant, asked of the person; refusals are typed errors."""
+        """The password for a live grant, asked of the person; refusals are typed errors.
+
+        A requester inside a sandbox is refused before anything else: no grant is
+        looked at or asked for, no front-end (and so no keyring) is consulted, and a
+        grant it presents dies (its token has leaked into the sandbox)."""
+        if requester.sandboxed:
+            leaked = self.grants.finish(req.grant)
+            log.warning(
+                "refused askpass from pid %d %s (%s)%s",
+                requester.pid,
+                SANDBOX_LABEL,
+                "; ".join(requester.sandbox_reasons),
+                "; its grant is withdrawn" if leaked is not None else "",
+            )
+            raise m.MessageError(
+                m.ErrorCode.SANDBOXED_REQUESTER,
+                f"askpass refused: the requester is {SANDBOX_LABEL}; "
+                "only the dispatcher outside the sandbox may run sudo",
+                req.id,
+            )
         ancestry = (requester.pid, *(p.pid for p in parent_chain(requester.pid)))
         try:
             grant = self.grants.check(req.grant, requester.uid, ancestry)

@@ -2,7 +2,8 @@
 
 :class:`BrokerGate` asks the broker on a socket.  When none is listening,
 :func:`in_process_gate` starts a private broker (its own socket in a fresh
-0700 directory, in a background thread) with the spec's fallback front-ends
+0700 directory under the runtime directory, never in ``$TMPDIR``, in a
+background thread) with the spec's fallback front-ends
 (kdialog → zenity → terminal), so the sudo credential gate works the same
 way.  With no front-end at all, every request is denied (fail closed).
 """
@@ -25,6 +26,7 @@ from registry_core.elevation.client import (
     BrokerState,
     probe_broker,
 )
+from registry_core.elevation.listen import make_private_dirs
 from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
 from registry_core.secure import harden_process
 
@@ -95,7 +97,11 @@ class InProcessBroker:
         import tempfile
         import threading
 
-        self._dir = Path(tempfile.mkdtemp(prefix="ollie-broker-"))
+        # Never in $TMPDIR (a sandboxed tool may write there and could swap the
+        # socket): a fresh 0700 directory beside the broker's own socket directory.
+        parent = paths.runtime_dir(env) / "ollie"
+        make_private_dirs(parent)
+        self._dir = Path(tempfile.mkdtemp(prefix="broker-", dir=parent))
         os.chmod(self._dir, 0o700)
         self.path = self._dir / "elevate.sock"
         self._loop = asyncio.new_event_loop()

@@ -5,6 +5,9 @@ from ``/proc`` at connect time and shown to the person as context.  A process
 can lie about its command line, so the dialog labels these as "reported by
 the system for pid N", and the tool facts shown come from the broker's own
 registry, never from the requester.
+
+Whether the peer is inside a sandbox (other namespaces, ``no_new_privs``, or
+unreadable: fail closed) is decided by :mod:`.confinement` at connect time.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import os
 import socket
 import struct
 from dataclasses import dataclass, field
+
+from registry_core.elevation.confinement import SANDBOX_LABEL, sandbox_reasons
 
 _MAX_PARENTS = 8
 
@@ -45,6 +50,14 @@ class Requester:
     # and the tools directory there (requests run files deployed into it).
     user: str = ""
     tools_dir: str = ""
+    # Inside a sandbox (see confinement.py): labelled so, never given a password.
+    sandboxed: bool = False
+    sandbox_reasons: tuple[str, ...] = ()
+
+    @property
+    def origin(self) -> str:
+        """Where the request comes from, in words ("" for an ordinary local process)."""
+        return SANDBOX_LABEL if self.sandboxed else ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -58,6 +71,8 @@ class Requester:
             ],
             "host": self.host,
             "remote": self.remote,
+            "sandboxed": self.sandboxed,
+            "sandbox_reasons": list(self.sandbox_reasons),
         }
 
 
@@ -112,6 +127,7 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 
 def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
+    reasons = sandbox_reasons(pid)
     info = process_info(pid)
     return Requester(
         pid=pid,
@@ -122,4 +138,6 @@ def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
         cwd=_link(f"/proc/{pid}/cwd"),
         parents=parent_chain(pid),
         host=host,
+        sandboxed=bool(reasons),
+        sandbox_reasons=reasons,
     )

@@ -41,10 +41,20 @@ class SocketSetupError(ElevationError):
     """The socket directory or file is unsafe or cannot be created."""
 
 
+def make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and every missing parent 0700 (``Path.mkdir(parents=True)``
+    would give the parents the umask's default mode)."""
+    missing = [p for p in (directory, *directory.parents) if not p.exists()]
+    for parent in reversed(missing):
+        # Created meanwhile: the checks of prepare_socket_dir look at what is there.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(parent, 0o700)
+
+
 def prepare_socket_dir(path: Path) -> None:
     """Create the socket's directory 0700, or check an existing one is ours and private."""
     directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    make_private_dirs(directory)
     st = directory.stat()
     if st.st_uid != os.getuid():
         raise SocketSetupError(f"{directory} belongs to uid {st.st_uid}, not to you")

@@ -132,6 +132,7 @@ class ErrorCode(enum.StrEnum):
     UNKNOWN_TOOL = "unknown_tool"
     TOOL_UNAVAILABLE = "tool_unavailable"
     NO_GRANT = "no_grant"
+    SANDBOXED_REQUESTER = "sandboxed_requester"
     SHUTTING_DOWN = "shutting_down"
     TOO_MANY_CONNECTIONS = "too_many_connections"
     TOO_MANY_REQUESTS = "too_many_requests"

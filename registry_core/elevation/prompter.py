@@ -106,6 +106,11 @@ class ApprovalRequest:
         return "run outside the sandbox as you"
 
     @property
+    def sandboxed(self) -> bool:
+        """The requester runs inside a sandbox (see ``confinement.py``)."""
+        return self.requester.sandboxed
+
+    @property
     def short_sha(self) -> str:
         return (self.sha256 or "")[:12]
 

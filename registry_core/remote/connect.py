@@ -3,7 +3,7 @@
 The supervisor loop, per attempt:
 
 1. ``ssh HOST sh`` prepares the remote side: the remote runtime directory
-   (``$XDG_RUNTIME_DIR``, else ``/tmp/ollie-runtime-$UID``, as
+   (``$XDG_RUNTIME_DIR``, else ``$XDG_CACHE_HOME/ollie/runtime-<host name>``, as
    ``registry_core.paths.runtime_dir`` computes it there), ``<dir>/ollie`` 0700
    and ours, and a stale socket file removed (sshd's own
    ``StreamLocalBindUnlink`` defaults to ``no``).
@@ -91,8 +91,8 @@ def prepare_script(remote_socket: str | None) -> str:
         choose = f"sock={sh_quote_path(remote_socket)}"
     else:
         choose = (
-            'd="${XDG_RUNTIME_DIR:-/tmp/ollie-runtime-$(id -u)}"\n'
-            'if [ ! -d "$d" ]; then mkdir -m 700 -- "$d"; fi\n'
+            'd="${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ollie/runtime-$(uname -n)}"\n'
+            'if [ ! -d "$d" ]; then mkdir -p -m 700 -- "$d"; fi\n'
             'if [ ! -O "$d" ]; then echo "ollie-remote: $d is not yours" >&2; exit 3; fi\n'
             'sock="$d/ollie/elevate.sock"'
         )

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest, PasswordRequest, Remember
 
@@ -204,8 +205,12 @@ def password_title(request: PasswordRequest) -> str:
 
 def _requester_fields(request: ApprovalRequest, limits: Limits) -> list[Field]:
     who = request.requester
+    where = f" ({who.origin})" if who.origin else ""
     fields = [
-        Field("Requested by", (f"pid {who.pid} (uid {who.uid}): {clean(who.exe) or '?'}",)),
+        Field(
+            "Requested by",
+            (f"pid {who.pid} (uid {who.uid}){where}: {clean(who.exe) or '?'}",),
+        ),
         Field(
             "Command line",
             (clip(clean(shell_join(who.cmdline)), limits.cmdline_chars) or "?",),
@@ -221,6 +226,11 @@ def _requester_fields(request: ApprovalRequest, limits: Limits) -> list[Field]:
 
 def _warnings(request: ApprovalRequest) -> tuple[str, ...]:
     warnings: list[str] = []
+    if request.sandboxed:
+        warnings.append(
+            f"SANDBOXED: this request comes {SANDBOX_LABEL}; "
+            "the asking process never receives a password."
+        )
     if request.remote:
         warnings.append(
             f"REMOTE: this request comes from another computer ({clean(request.host)})."

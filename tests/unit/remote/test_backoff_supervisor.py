@@ -70,7 +70,8 @@ def test_backoff_doubles_up_to_the_cap_and_resets_after_a_healthy_minute() -> No
 
 def test_prepare_script_uses_the_runtime_dir_like_paths_runtime_dir() -> None:
     script = prepare_script(None)
-    assert "${XDG_RUNTIME_DIR:-/tmp/ollie-runtime-$(id -u)}" in script
+    assert "${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ollie/runtime-$(uname -n)}" in script
+    assert "/tmp" not in script  # never a directory every sandboxed tool may write
     assert 'sock="$d/ollie/elevate.sock"' in script
     assert '[ ! -O "$dir" ]' in script  # a directory owned by someone else is refused
     assert 'if [ -S "$sock" ]; then rm -f -- "$sock"; fi' in script
@@ -90,6 +91,30 @@ def test_prepare_script_runs_in_a_posix_shell(tmp_path: Path) -> None:
     assert side.socket == str(tmp_path / "ollie" / "elevate.sock")
     assert side.home == str(tmp_path)
     assert (stale.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("cache", [None, "xdg-cache"])
+def test_prepare_script_without_a_runtime_dir_agrees_with_paths(
+    tmp_path: Path, cache: str | None
+) -> None:
+    import subprocess
+
+    from registry_core import paths
+
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home")}
+    if cache:
+        env["XDG_CACHE_HOME"] = str(tmp_path / cache)
+    out = subprocess.run(
+        ["sh", "-c", prepare_script(None)], env=env, capture_output=True, text=True, check=True
+    )
+    side = parse_prepare(out.stdout)
+    assert side.socket == str(paths.elevate_socket(env))
+    assert side.socket.startswith(f"{tmp_path / (cache or 'home/.cache')}/ollie/runtime-")
+    # Every directory the script created is private, not only the socket's own.
+    created = Path(side.socket).parent
+    while created != tmp_path:
+        assert (created.stat().st_mode & 0o777) == 0o700, created
+        created = created.parent
 
 
 def test_parse_prepare_needs_an_absolute_socket() -> None:
