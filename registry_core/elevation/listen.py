@@ -115,7 +115,7 @@ def _bind_locked(path: Path) -> socket.socket:
             raise BrokerAlreadyRunningError(
                 f"another broker is already listening on {path}"
             ) from exc
-        raise SocketSetupError(f"cannot bind {path}: {exc.strerror}") from exc
+        raise SocketSetupError(f"cannot bind {path}: {exc.strerror or exc}") from exc
     finally:
         os.umask(old_umask)
     os.chmod(path, 0o600)

@@ -1,0 +1,163 @@
+"""Telling a sandboxed requester apart: other namespaces, no_new_privs, unreadable → sandboxed.
+
+Two kinds of test: a proc tree built in a temporary directory (each fact alone,
+including entries that cannot be read), and real processes read through the real
+``/proc`` by :func:`describe_peer` (a plain child, one with ``no_new_privs``, one
+in a new user namespace, one that is gone).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from registry_core.elevation.confinement import SANDBOX_LABEL, sandbox_reasons
+from registry_core.elevation.identity import describe_peer
+
+DEADLINE = 10.0
+OURS = {"user": "user:[4026531837]", "mnt": "mnt:[4026531832]", "pid": "pid:[4026531836]"}
+
+
+def fake_process(
+    proc: Path,
+    pid: str,
+    ns: dict[str, str | None] | None = None,
+    no_new_privs: str | None = "0",
+) -> None:
+    """``proc/<pid>`` with namespace links (``None``: missing) and a status file."""
+    (proc / pid / "ns").mkdir(parents=True)
+    for name, target in {**OURS, **(ns or {})}.items():
+        if target is not None:
+            (proc / pid / "ns" / name).symlink_to(target)
+    if no_new_privs is not None:
+        (proc / pid / "status").write_text(
+            f"Name:\ttool\nPid:\t{pid}\nNoNewPrivs:\t{no_new_privs}\nSeccomp:\t0\n"
+        )
+
+
+@pytest.fixture
+def proc(tmp_path: Path) -> Path:
+    root = tmp_path / "proc"
+    fake_process(root, "self")
+    return root
+
+
+def test_same_namespaces_and_no_flag_is_not_sandboxed(proc: Path) -> None:
+    fake_process(proc, "42")
+    assert sandbox_reasons(42, proc=proc) == ()
+
+
+@pytest.mark.parametrize("name", ["user", "mnt", "pid"])
+def test_another_namespace_is_sandboxed(proc: Path, name: str) -> None:
+    fake_process(proc, "42", ns={name: f"{name}:[4026539999]"})
+    assert sandbox_reasons(42, proc=proc) == (f"it runs in another {name} namespace",)
+
+
+def test_no_new_privs_is_sandboxed(proc: Path) -> None:
+    fake_process(proc, "42", no_new_privs="1")
+    assert sandbox_reasons(42, proc=proc) == ("it runs with no_new_privs (NoNewPrivs: 1)",)
+
+
+@pytest.mark.parametrize("name", ["user", "mnt", "pid"])
+def test_an_unreadable_namespace_is_sandboxed(proc: Path, name: str) -> None:
+    fake_process(proc, "42", ns={name: None})
+    [reason] = sandbox_reasons(42, proc=proc)
+    assert reason.startswith(f"cannot read its {name} namespace")
+
+
+def test_an_unreadable_or_incomplete_status_is_sandboxed(proc: Path) -> None:
+    fake_process(proc, "42", no_new_privs=None)
+    [reason] = sandbox_reasons(42, proc=proc)
+    assert reason.startswith("cannot read its NoNewPrivs flag")
+    (proc / "42" / "status").write_text("Name:\ttool\n")  # a kernel without the field
+    [reason] = sandbox_reasons(42, proc=proc)
+    assert reason.startswith("cannot read its NoNewPrivs flag")
+
+
+def test_a_vanished_process_is_sandboxed(proc: Path) -> None:
+    reasons = sandbox_reasons(42, proc=proc)
+    assert len(reasons) == 4  # three namespaces and the flag: nothing could be read
+
+
+def test_the_broker_not_reading_its_own_namespaces_fails_closed(proc: Path) -> None:
+    fake_process(proc, "42")
+    shutil.rmtree(proc / "self" / "ns")
+    assert len(sandbox_reasons(42, proc=proc)) == 3
+
+
+# --- real processes, through the real /proc -------------------------------------------
+
+
+def _started(
+    argv: list[str], preexec_fn: Callable[[], None] | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` running, once it printed ``ready`` (then it waits for its stdin)."""
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=preexec_fn
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == b"ready\n", "the child did not start"
+    return proc
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for child in started:
+        child.kill()
+        child.communicate(timeout=DEADLINE)  # reaps it and closes both pipes
+
+
+WAIT_FOR_STDIN = "import sys; print('ready', flush=True); sys.stdin.read()"
+
+
+def test_a_plain_child_is_not_sandboxed(children: list[subprocess.Popen[bytes]]) -> None:
+    child = _started([sys.executable, "-c", WAIT_FOR_STDIN])
+    children.append(child)
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert (peer.sandboxed, peer.sandbox_reasons, peer.origin) == (False, (), "")
+
+
+def _no_new_privs() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS, as Landlock needs
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def test_a_child_with_no_new_privs_is_sandboxed(children: list[subprocess.Popen[bytes]]) -> None:
+    child = _started([sys.executable, "-c", WAIT_FOR_STDIN], preexec_fn=_no_new_privs)
+    children.append(child)
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert peer.sandboxed
+    assert peer.sandbox_reasons == ("it runs with no_new_privs (NoNewPrivs: 1)",)
+    assert peer.origin == SANDBOX_LABEL == "from inside the sandbox"
+    assert peer.to_json()["sandboxed"] is True
+
+
+def test_a_child_in_new_namespaces_is_sandboxed(children: list[subprocess.Popen[bytes]]) -> None:
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        pytest.fail("unshare (util-linux) is needed")
+    child = _started(
+        [unshare, "--user", "--map-root-user", "--mount", sys.executable, "-c", WAIT_FOR_STDIN]
+    )
+    children.append(child)  # "ready" came from python, inside the new namespaces
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert peer.sandboxed
+    assert "it runs in another user namespace" in peer.sandbox_reasons
+    assert "it runs in another mnt namespace" in peer.sandbox_reasons
+
+
+def test_a_peer_that_is_gone_is_sandboxed() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait(DEADLINE)
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert peer.sandboxed
