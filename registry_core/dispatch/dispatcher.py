@@ -288,7 +288,7 @@ class Dispatcher:
             rules = with_command(
                 rules, executable, origin="tool executable", always=True, libraries=self._ldd
             )
-            guard_broker_socket(rules, self.env)
+            guard_broker_socket(rules, self.env, private=(TMP,) if bwrap is not None else ())
             abi = self._cache.abi
             sandbox = None if bwrap is not None else self._uncontained(rules)
         env = sandbox_env(rules, self.env)

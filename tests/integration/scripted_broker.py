@@ -45,6 +45,7 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
+from registry_core.elevation.prompters.text import approval_text
 from registry_core.elevation.server import BrokerServer
 from registry_core.registry import RegistryLoader
 
@@ -113,6 +114,8 @@ class FakePrompter:
                 "mismatches": list(request.mismatches),
                 "timeout": request.timeout,
                 "requester": request.requester.to_json(),
+                # What the terminal, kdialog and zenity front-ends would show above it.
+                "warnings": list(approval_text(request).warnings),
             },
             request,
         )

@@ -216,6 +216,8 @@ def _copy_import_closure(purelib: Path, base: Path) -> None:
     """Copy ``registry_core`` and the site-packages it (and the launcher) imports."""
     source = Path(__file__).resolve().parents[2]
     shutil.copytree(source / "registry_core", base / "src" / "registry_core")
+    # paths.resources_dir() looks beside the package: the shipped sandbox profile.
+    shutil.copytree(source / "resources", base / "src" / "resources")
     listing = subprocess.run(
         [sys.executable, "-c", _CLOSURE_PROBE, str(HERE)],
         capture_output=True,

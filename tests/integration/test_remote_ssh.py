@@ -268,7 +268,9 @@ def test_connect_forwards_the_local_broker_and_labels_its_connections_remote(
     broker = start_broker()
     state = connect("remote-a")
     assert state["remote_user"] == world.user.name
-    assert state["remote_socket"] == f"/tmp/ollie-runtime-{world.user.uid}/ollie/elevate.sock"
+    # No XDG_RUNTIME_DIR in a bare ssh session: the private directory in the cache.
+    runtime = f"{world.user.home}/.cache/ollie/runtime-{os.uname().nodename}"
+    assert state["remote_socket"] == f"{runtime}/ollie/elevate.sock"
     ping = world.remote_python(PING)
     assert ping.stdout.strip() == "pong", ping.stderr
     [requester] = broker.requesters
@@ -288,7 +290,7 @@ def test_remote_requests_are_labelled_and_policies_stay_per_host(
     always = Approval(True, Remember.ALWAYS)
     broker = start_broker(approvals=[always], default=Approval(False, Remember.ONCE, "no"))
     state_a = connect("remote-a")
-    b_socket = f"/tmp/ollie-runtime-{world.user.uid}/ollie-b/elevate.sock"
+    b_socket = f"{world.user.home}/.cache/ollie/b/elevate.sock"
     connect("remote-b", "--remote-socket", b_socket)
 
     first = remote_call(world, "remote_whoami")

@@ -1,0 +1,330 @@
+"""The broker's side of the sandbox boundary, attacked from a real sandboxed tool.
+
+As a throw-away non-root user (``sudo_user.py``), with the real ``ollie-tools call``
+(the real dispatcher and Landlock sandbox) and the real broker (``scripted_broker.py``:
+the real Broker and BrokerServer, the person a scripted prompter):
+
+1. a tool sends ``elevate`` (sudo) and ``askpass`` to the broker itself: it must never
+   receive the password the person would type (a marker, scanned for everywhere), it is
+   labelled "from inside the sandbox" in what the person sees and in the audit log,
+   and no password question is ever asked (so no keyring is read);
+2. without ``XDG_RUNTIME_DIR`` the socket's default directory must not be writable from
+   the sandbox: the tool cannot rename the socket, plant a file, or bind its own;
+3. the dispatcher refuses a profile whose rw rule covers the socket's directory.
+
+Needs root (to create the user): skipped locally otherwise, a failure under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import stat
+import subprocess
+import textwrap
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sudo_user
+from sudo_user import BrokerProcess, SudoUser, UserDirs, files_containing
+
+from registry_core.paths import resources_dir
+
+pytestmark = pytest.mark.realstack
+
+APPROVE = {"approved": True, "remember": "once"}
+LABEL = "from inside the sandbox"
+
+# Run inside the sandbox: a plain python3 speaking the wire protocol to the broker.
+ASKPASS_TOOL = r"""#!/usr/bin/python3 -I
+import json, os, socket, sys
+
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+sock.settimeout(30)
+sock.connect(os.environ["OLLIE_ELEVATE_SOCKET"])
+buffer = b""
+seen = []
+
+def send(message):
+    sock.sendall(json.dumps(message).encode() + b"\n")
+
+def reply(request_id):
+    global buffer
+    while True:
+        while b"\n" not in buffer:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return None
+            buffer += chunk
+        line, buffer = buffer.split(b"\n", 1)
+        seen.append(line.decode())
+        message = json.loads(line)
+        if message.get("id") == request_id and message["op"] != "progress":
+            return message
+
+send({"v": 1, "id": 1, "op": "elevate", "tool": "whoami_root", "kind": "sudo",
+      "argv": ["sudo", "-A", "--", sys.argv[1] if len(sys.argv) > 1 else TARGET],
+      "args": {}, "cwd": os.getcwd()})
+decision = reply(1)
+grant = (decision or {}).get("grant") or "A" * 43
+send({"v": 1, "id": 2, "op": "askpass", "grant": grant, "prompt": "Password: ", "attempt": 1})
+answer = reply(2)
+print(json.dumps({"decision": decision, "answer": answer, "seen": seen}))
+"""
+
+SWAP_TOOL = r"""#!/usr/bin/python3 -I
+import errno, json, os, socket
+
+path = os.environ["OLLIE_ELEVATE_SOCKET"]
+directory = os.path.dirname(path)
+tried = {}
+
+def attempt(name, action):
+    try:
+        action()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+
+def serve_own():
+    own = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    own.bind(path)
+
+attempt("rename", lambda: os.rename(path, path + ".real"))
+attempt("plant", lambda: open(os.path.join(directory, "planted"), "w").close())
+attempt("unlink", lambda: os.unlink(path))
+attempt("serve", serve_own)
+attempt("rename_dir", lambda: os.rename(directory, directory + ".gone"))
+print(json.dumps({"socket": path, "tried": tried}))
+"""
+
+MARK_TOOL = """#!/bin/sh
+echo ran > "$PWD/tool-ran"
+echo ran
+"""
+
+
+@pytest.fixture(scope="module")
+def user() -> Iterator[SudoUser]:
+    sudo_user.require_real_sudo()
+    created = sudo_user.create()
+    try:
+        yield created
+    finally:
+        sudo_user.remove(created)
+
+
+@pytest.fixture
+def dirs(user: SudoUser, request: pytest.FixtureRequest) -> UserDirs:
+    made = UserDirs(user, f"b-{request.node.name[:24]}-{secrets.token_hex(3)}")
+    work = made.root / "work"
+    work.mkdir(mode=0o755)
+    os.chown(work, user.uid, user.gid)
+    return made
+
+
+@pytest.fixture
+def tools(dirs: UserDirs) -> Path:
+    """This test's sandboxed tools (root-owned, read-only for the user)."""
+    directory = dirs.root / "boundary-tools"
+    directory.mkdir(mode=0o755)
+    target = dirs.user.tools / "whoami_root"
+    for name, body in (
+        ("askpass_from_inside", ASKPASS_TOOL.replace("TARGET", repr(str(target)))),
+        ("swap_socket", SWAP_TOOL),
+        ("mark", MARK_TOOL),
+    ):
+        (directory / name).write_text(body)
+        os.chmod(directory / name, 0o755)
+        (directory / f"{name}.meta").write_text(json.dumps({"description": f"test: {name}"}))
+        os.chmod(directory / f"{name}.meta", 0o644)
+    return directory
+
+
+@pytest.fixture
+def start_broker(dirs: UserDirs, tmp_path: Path) -> Iterator[Any]:
+    brokers: list[BrokerProcess] = []
+
+    def start(script: dict[str, Any]) -> BrokerProcess:
+        broker = BrokerProcess(dirs, script, tmp_path)
+        brokers.append(broker)
+        return broker
+
+    yield start
+    for broker in brokers:
+        if broker.proc.returncode is None:
+            broker.stop()
+
+
+def call(
+    dirs: UserDirs, tools: Path, tool: str, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``ollie-tools call TOOL`` as the user, from a working directory of its own."""
+    full = {**env, "OLLIE_TOOLS_PATH": f"{tools}:{dirs.user.tools}"}
+    return dirs.user.run(
+        [str(dirs.user.bin / "ollie-tools"), "call", tool],
+        full,
+        dirs.root / "work",
+        stdin=subprocess.DEVNULL,
+    )
+
+
+# --- 1. askpass from a sandboxed requester ---------------------------------------------
+
+
+def test_a_sandboxed_tool_never_receives_the_password(
+    user: SudoUser, dirs: UserDirs, tools: Path, start_broker: Any
+) -> None:
+    broker = start_broker({"approvals": [APPROVE], "passwords": [user.password]})
+    result = call(dirs, tools, "askpass_from_inside", dirs.env())
+    assert result.returncode == 0, result.stderr
+    assert user.password not in result.stdout + result.stderr
+    seen = json.loads(result.stdout)
+    decision, answer = seen["decision"], seen["answer"]
+    # The person was asked (and said yes); the request was labelled.
+    assert decision["decision"] == "allow"
+    assert decision["grant"] is None  # nothing a sandboxed process could present
+    assert answer["op"] == "error"
+    assert answer["code"] == "sandboxed_requester"
+    assert LABEL in answer["message"]
+    [asked] = broker.of_type("approval")
+    assert asked["requester"]["sandboxed"] is True
+    assert "it runs with no_new_privs (NoNewPrivs: 1)" in asked["requester"]["sandbox_reasons"]
+    assert asked["warnings"][0].startswith(f"SANDBOXED: this request comes {LABEL}")
+    # No password question ever reached the front-end (and so no keyring was read).
+    assert broker.of_type("password") == []
+    broker.stop()
+    records = [json.loads(line) for line in dirs.audit.read_text().splitlines()]
+    assert [(r["requester"].get("sandboxed"), r["requester"].get("origin")) for r in records] == [
+        (True, LABEL)
+    ]
+    assert files_containing(user.password.encode(), [dirs.root]) == []
+
+
+def test_the_dispatcher_outside_the_sandbox_still_gets_the_password(
+    user: SudoUser, dirs: UserDirs, start_broker: Any
+) -> None:
+    """The control: ``ollie-askpass`` (started by sudo, outside any sandbox) is answered."""
+    broker = start_broker({"approvals": [APPROVE], "passwords": [user.password]})
+    result = dirs.call("whoami_root")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"uid": 0, "user": "root"}
+    [asked] = broker.of_type("approval")
+    assert asked["requester"]["sandboxed"] is False
+    assert len(broker.of_type("password")) == 1
+
+
+# --- 2. the socket's default place without XDG_RUNTIME_DIR ------------------------------
+
+
+def bare_env(dirs: UserDirs) -> dict[str, str]:
+    """A bare ssh session: no XDG_RUNTIME_DIR, no TMPDIR (the sandbox's {TMPDIR} = /tmp),
+    and the account's real home (the per-test directories live in /tmp)."""
+    env = dirs.env(HOME=str(dirs.user.home))
+    for name in ("XDG_RUNTIME_DIR", "OLLIE_ELEVATE_SOCKET", "TMPDIR"):
+        env.pop(name)
+    return env
+
+
+def default_socket(dirs: UserDirs, env: Mapping[str, str]) -> Path:
+    """Where the user's own processes put the broker socket in ``env``."""
+    probe = dirs.user.run(
+        [
+            str(dirs.user.python),
+            "-c",
+            "import os; from registry_core import paths; print(paths.elevate_socket(os.environ))",
+        ],
+        env,
+        dirs.root / "work",
+    )
+    assert probe.returncode == 0, probe.stderr
+    return Path(probe.stdout.strip())
+
+
+PING = textwrap.dedent(
+    """
+    import json, socket, sys
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(20)
+    s.connect(sys.argv[1])
+    s.sendall(b'{"v":1,"id":1,"op":"ping"}\\n')
+    print(s.recv(4096).decode().strip())
+    """
+)
+
+
+def test_a_sandboxed_tool_cannot_replace_the_broker_socket(
+    user: SudoUser, dirs: UserDirs, tools: Path, start_broker: Any
+) -> None:
+    env = bare_env(dirs)
+    socket_path = default_socket(dirs, env)
+    legacy = Path(f"/tmp/ollie-runtime-{user.uid}")  # where it lived before
+    try:
+        dirs.socket = socket_path
+        broker = start_broker({})
+        st = socket_path.stat()
+        assert stat.S_IMODE(socket_path.parent.stat().st_mode) == 0o700
+
+        result = call(dirs, tools, "swap_socket", env)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert report["socket"] == str(socket_path)
+        # Every attempt failed (for lack of rights, or because the real socket stayed).
+        assert "done" not in report["tried"].values(), report
+        # The very same socket, still answered by the real broker.
+        assert socket_path.lstat().st_ino == st.st_ino
+        assert sorted(os.listdir(socket_path.parent)) == ["elevate.sock"]
+        ping = user.run([str(user.python), "-c", PING, str(socket_path)], env, dirs.root / "work")
+        assert json.loads(ping.stdout)["op"] == "pong", ping.stderr
+        broker.stop()
+        assert not socket_path.is_relative_to("/tmp"), socket_path
+    finally:
+        shutil.rmtree(legacy, ignore_errors=True)
+        shutil.rmtree(user.home / ".cache", ignore_errors=True)
+
+
+# --- 3. the dispatcher refuses a profile that exposes the socket ------------------------
+
+
+def write_profile(dirs: UserDirs, extra_rw: str) -> Path:
+    """The default profile plus one rw rule, installed as the user's default."""
+    text = (resources_dir() / "sandbox" / "default.yaml").read_text()
+    anchor = '    - "{TMPDIR}"\n'
+    assert anchor in text
+    text = text.replace(anchor, anchor + f"    - {json.dumps(extra_rw)}\n")
+    directory = dirs.root / "config" / "ollie" / "sandbox"
+    directory.mkdir(parents=True, exist_ok=True)
+    profile = directory / "default.yaml"
+    profile.write_text(text)
+    for path in (directory.parent, directory, profile):
+        os.chown(path, dirs.user.uid, dirs.user.gid)
+    return profile
+
+
+@pytest.mark.parametrize("rule", ["{XDG_RUNTIME_DIR}/ollie", "{XDG_RUNTIME_DIR}", "ROOT"])
+def test_the_dispatcher_refuses_a_profile_that_makes_the_socket_directory_writable(
+    dirs: UserDirs, tools: Path, rule: str
+) -> None:
+    rule = str(dirs.root) if rule == "ROOT" else rule
+    # The socket's directory exists (a broker ran): rules for missing paths are dropped.
+    dirs.socket.parent.mkdir(mode=0o700)
+    os.chown(dirs.socket.parent, dirs.user.uid, dirs.user.gid)
+    profile = write_profile(dirs, rule)
+    result = call(dirs, tools, "mark", dirs.env())
+    assert result.returncode != 0
+    assert not (dirs.root / "work" / "tool-ran").exists()  # the tool never ran
+    expanded = rule.replace("{XDG_RUNTIME_DIR}", str(dirs.root / "run"))
+    for part in ("'default'", str(profile), f"rw on {expanded}", str(dirs.socket)):
+        assert part in result.stderr, (part, result.stderr)
+
+
+def test_a_profile_that_leaves_the_socket_directory_alone_runs(dirs: UserDirs, tools: Path) -> None:
+    """The control for the refusal: the same call with a harmless extra rw rule."""
+    write_profile(dirs, str(dirs.root / "config"))
+    result = call(dirs, tools, "mark", dirs.env())
+    assert result.returncode == 0, result.stderr
+    assert (dirs.root / "work" / "tool-ran").read_text() == "ran\n"
