@@ -66,7 +66,15 @@ def loader(demo_dirs: list[Path], host_env: dict[str, str]) -> RegistryLoader:
 @pytest.fixture
 def dispatcher(loader: RegistryLoader, tmp_path: Path) -> Dispatcher:
     """A real dispatcher (Landlock sandbox) with this process's PATH for interpreters."""
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    # The suite's private XDG_RUNTIME_DIR (tests/conftest.py) lies in /tmp: with the
+    # default {TMPDIR} of /tmp the broker socket's directory would be writable for the
+    # tool, and the dispatcher refuses that (sandbox/guard.py).  A TMPDIR of its own.
+    (tmp_path / "tmp").mkdir()
+    env = {
+        **os.environ,
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "TMPDIR": str(tmp_path / "tmp"),
+    }
     return Dispatcher(registry=loader.load, env=env)
 
 
