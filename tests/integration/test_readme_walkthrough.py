@@ -58,7 +58,7 @@ class Terminal:
     def __init__(self, user: SudoUser) -> None:
         self.user = user
         self.cwd = user.home
-        self.runtime = user.base / "walkthrough-run"
+        self.runtime = user.base / "walkthrough-run"  # scratch: where each shell ended
         self.runtime.mkdir(mode=0o700)
         os.chown(self.runtime, user.uid, user.gid)
 
@@ -70,7 +70,10 @@ class Terminal:
             "SHELL": "/bin/bash",
             "PATH": "/usr/local/bin:/usr/bin:/bin",
             "LANG": "C.UTF-8",
-            "XDG_RUNTIME_DIR": str(self.runtime),
+            # No XDG_RUNTIME_DIR, as in a login without systemd-logind: the broker
+            # socket goes to the private fallback under ~/.cache.  (A runtime
+            # directory in /tmp would be writable through the profile's {TMPDIR},
+            # and the dispatcher rightly refuses to run tools then.)
         }
 
     def run(self, script: str) -> subprocess.CompletedProcess[str]:
