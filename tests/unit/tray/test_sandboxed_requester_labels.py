@@ -77,7 +77,7 @@ def test_the_audit_window_says_it() -> None:
         decision=m.Decision.DENY,
         by=m.DecidedBy.USER,
     )
-    assert requester_text(record) == f"7 python3 ({LABEL})"
+    assert requester_text(record) == f"7 /usr/bin/python3 ({LABEL})"  # as the CLI prints it
 
 
 class RecordingVault:
