@@ -105,3 +105,16 @@ def test_without_xdg_runtime_dir_the_socket_is_never_under_tmp() -> None:
     assert paths.elevate_socket({**env, "XDG_RUNTIME_DIR": "/run/user/7"}) == Path(
         "/run/user/7/ollie/elevate.sock"
     )
+
+
+def test_the_namespace_sandboxs_private_tmp_is_not_the_hosts(tmp_path: Path) -> None:
+    """Under bwrap, {TMPDIR} names the tool's own fresh /tmp: a host socket in /tmp
+    is not behind that rule (and is bound read-only into the view)."""
+    socket = Path("/tmp/i12b-runtime/ollie/elevate.sock")
+    assert exposing_rule(rules(("/tmp", Access.RW)), socket) is not None
+    assert exposing_rule(rules(("/tmp", Access.RW)), socket, private=("/tmp",)) is None
+    # Only that very rule is private: a host rule above the socket still refuses.
+    with pytest.raises(BrokerSocketExposedError):
+        refuse_exposed_socket(
+            rules(("/tmp", Access.RW), ("/tmp/i12b-runtime", Access.RW)), socket, ("/tmp",)
+        )
