@@ -22,8 +22,18 @@ Then, in one run:
                the dialog is on screen: the tray's share of (1), without the
                CLI's own start-up (Python, imports, registry load).
 
+5. password     from pressing Approve on a ``sudo`` request (``whoami_root``)
+               until the password dialog is on screen.  The bench plays the
+               requester and, the moment the grant arrives, sudo's askpass
+               (on a second connection, as ``ollie-askpass`` would); sudo's own
+               start-up is not included.  Nobody ticked "Remember in keyring",
+               so the keyring must not be consulted (it used to be, on every
+               sudo request: a Secret Service probe and lookup that cost
+               seconds and could raise the keyring's own prompts).
+
 Median over ``--runs`` (default 20) after one untimed warm-up call each.
-Target: dialog on screen <= 300 ms median.
+Targets: dialog on screen <= 300 ms median; Approve -> password dialog <= 300 ms
+median.
 
 Usage::
 
@@ -54,6 +64,7 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 import desktop_session as ds  # noqa: E402
 import pytest  # noqa: E402
 
+from ollie_tray.dialogs.real_input import ACCEPT_SYNTHETIC_ENV, ACCEPT_SYNTHETIC_VALUE  # noqa: E402
 from registry_core import paths  # noqa: E402
 from registry_core.elevation import messages as m  # noqa: E402
 from registry_core.elevation.client import BrokerClient, broker_alive  # noqa: E402
@@ -124,13 +135,35 @@ class Desk:
         self.xdotool("windowfocus", "--sync", window)
         self.xdotool("key", "--clearmodifiers", *keys)
 
-    def approve_armed(self) -> bool:
+    def approval_state(self) -> dict[str, Any] | None:
         try:
             state = json.loads(self.state.read_text())
         except (OSError, ValueError):
-            return False
+            return None
         dialogs = [w for w in state["windows"] if w["class"] == "ApprovalDialog"]
-        return bool(dialogs) and bool(dialogs[0]["buttons"].get("&Approve"))
+        return dialogs[0] if dialogs else None
+
+    def approve_armed(self) -> bool:
+        dialog = self.approval_state()
+        buttons = dialog["buttons"] if dialog else {}
+        return bool(buttons.get("Approve") or buttons.get("&Approve"))
+
+    def click_approve(self) -> None:
+        """Approve counts only clicks on X11 (XTEST ones only with the test switch)."""
+        dialog = self.approval_state()
+        rects = dialog.get("rects", {}) if dialog else {}
+        rect = rects.get("Approve") or rects.get("&Approve")
+        if rect is None:
+            raise BenchError(f"no Approve button in {dialog}")
+        x, y, width, height = rect
+        self.xdotool("mousemove", str(x + width // 2), str(y + height // 2))
+        wait(lambda: self.pointer() == (x + width // 2, y + height // 2), "the pointer")
+        self.xdotool("click", "1")
+
+    def pointer(self) -> tuple[int, int]:
+        out = self.xdotool("getmouselocation", "--shell")
+        values = dict(line.split("=", 1) for line in out.split() if "=" in line)
+        return (int(values.get("X", -1)), int(values.get("Y", -1)))
 
 
 def dialog_latency(desk: Desk) -> float:
@@ -173,12 +206,60 @@ def tray_share(desk: Desk, socket_path: Path) -> float:
     return elapsed
 
 
+SUDO_TOOL = "whoami_root"
+
+
+def password_latency(desk: Desk, socket_path: Path) -> float:
+    """Seconds from pressing Approve on a sudo request to the password dialog on screen."""
+    approval_title = f"Ollie — approve {SUDO_TOOL}?"
+    password_title = f"Ollie — password for {SUDO_TOOL}"
+    exe = str(REPO / "resources" / "examples" / "tools" / SUDO_TOOL)
+    decisions: list[object] = []
+    answers: list[object] = []
+
+    def find(title: str) -> list[str]:
+        return desk.xdotool("search", "--onlyvisible", "--name", title).split()
+
+    with BrokerClient(socket_path, timeout=DEADLINE) as client:
+
+        def ask() -> None:
+            argv = ["sudo", "-A", "--", exe]
+            decisions.append(client.elevate(SUDO_TOOL, m.Kind.SUDO, argv, {}, str(desk.project)))
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        wait(lambda: find(approval_title), "the sudo approval dialog")
+        wait(desk.approve_armed, "Approve armed")
+        start = time.perf_counter()
+        desk.click_approve()
+        asker.join(DEADLINE)
+        decision = decisions[0] if decisions else None
+        if not isinstance(decision, m.DecisionReply) or not decision.grant:
+            raise BenchError(f"the sudo request was not approved with a grant: {decision}")
+
+        def askpass() -> None:  # what sudo -A's ollie-askpass does, from this process
+            with BrokerClient(socket_path, timeout=DEADLINE) as second:
+                answers.append(second.askpass(decision.grant, "[sudo] password: "))
+
+        asking = threading.Thread(target=askpass)
+        asking.start()
+        shown = wait(lambda: find(password_title), "the password dialog")
+        elapsed = time.perf_counter() - start
+        desk.key(shown[0], "Escape")
+        asking.join(DEADLINE)
+        client.sudo_result(decision.grant, 1, False)
+    if not answers or not isinstance(answers[0], m.DecisionReply):
+        raise BenchError(f"the cancelled password was not a refusal: {answers}")
+    wait(lambda: not find(password_title), "the password dialog to close")
+    return elapsed
+
+
 def remember_for_15_minutes(desk: Desk) -> None:
     proc = desk.call()
     window = wait(desk.find, "the approval dialog")[0]
     desk.key(window, "alt+r", "Down", "Down")
     wait(desk.approve_armed, "Approve armed")
-    desk.key(window, "alt+a")
+    desk.click_approve()
     _, err = proc.communicate(timeout=DEADLINE)
     if proc.returncode != 0:
         raise BenchError(f"the approved call exited {proc.returncode}: {err.decode()}")
@@ -210,6 +291,9 @@ def measure(runs: int) -> dict[str, Any]:
             "PATH": f"{BIN}:/usr/bin:/bin",
             "DISPLAY": display,
             "OLLIE_TRAY_TEST_STATE_FILE": str(state),
+            # xdotool's keys are XTEST input, which Approve refuses unless this loud test
+            # switch is on (a banner says so in every dialog).
+            ACCEPT_SYNTHETIC_ENV: ACCEPT_SYNTHETIC_VALUE,
         }
         # Not a first start (which would open the Tool Browser).
         welcomed = paths.state_home(tray_env) / "ollie" / "welcome-shown"
@@ -234,6 +318,8 @@ def measure(runs: int) -> dict[str, Any]:
         dialog = [dialog_latency(desk) for _ in range(runs)]
         search = statistics.median(desk.search_s)
         tray_part = [tray_share(desk, socket_path) for _ in range(runs)]
+        password_latency(desk, socket_path)  # warm-up
+        password = [password_latency(desk, socket_path) for _ in range(runs)]
         remember_for_15_minutes(desk)
         call_time(desk, TOOL)  # warm-up
         remembered = [call_time(desk, TOOL) for _ in range(runs)]
@@ -252,10 +338,12 @@ def measure(runs: int) -> dict[str, Any]:
         "remembered": stats(remembered),
         "baseline_no_elevation": stats(baseline),
         "tray_part": stats(tray_part),
+        "approve_to_password": stats(password),
         "poll_resolution_ms": search * 1000,
         "target_ms": TARGET_MS,
     }
-    report["pass"] = report["dialog"]["median_ms"] <= TARGET_MS
+    report["password_pass"] = report["approve_to_password"]["median_ms"] <= TARGET_MS
+    report["pass"] = report["dialog"]["median_ms"] <= TARGET_MS and report["password_pass"]
     return report
 
 
@@ -281,7 +369,7 @@ def main() -> int:
     print(
         f"  dialog on screen     median {d['median_ms']:7.1f} ms  (min {d['min_ms']:.1f},"
         f" max {d['max_ms']:.1f}; poll resolution ~{report['poll_resolution_ms']:.1f} ms)"
-        f"  target <= {TARGET_MS:.0f} ms  {'PASS' if report['pass'] else 'MISS'}"
+        f"  target <= {TARGET_MS:.0f} ms  {'PASS' if d['median_ms'] <= TARGET_MS else 'MISS'}"
     )
     print(
         f"  remembered, no dialog median {r['median_ms']:7.1f} ms  (whole call: decision +"
@@ -290,6 +378,12 @@ def main() -> int:
     print(
         f"  tray's part          median {t['median_ms']:7.1f} ms  (connected protocol client"
         f" → dialog on screen; min {t['min_ms']:.1f}, max {t['max_ms']:.1f})"
+    )
+    p = report["approve_to_password"]
+    print(
+        f"  Approve → password   median {p['median_ms']:7.1f} ms  (sudo request, no keyring"
+        f" consent; min {p['min_ms']:.1f}, max {p['max_ms']:.1f})"
+        f"  target <= {TARGET_MS:.0f} ms  {'PASS' if report['password_pass'] else 'MISS'}"
     )
     print(
         f"  no elevation (greet) median {b['median_ms']:7.1f} ms  (sandboxed call, informational)"
