@@ -35,6 +35,7 @@ from ollie_tray.signals import SignalBridge
 from ollie_tray.sni.qt_tray import SniTray
 from ollie_tray.state_report import STATE_FILE_ENV, StateReport
 from ollie_tray.tray import TrayActions, TrayIcon
+from ollie_tray.windows.common import count_text
 from registry_core import paths
 from registry_core.cli.gates import askpass_program
 from registry_core.dispatch import Dispatcher
@@ -184,7 +185,16 @@ class TrayApp:
             connect_remote=self.remote.ask_and_connect,
             disconnect_remote=self.remote.disconnect_host,
             recent_denials=lambda: self.denials.recent(5),
+            demo_tools=self._demo_tools_text,
         )
+
+    def _demo_tools_text(self) -> str:
+        """ "Demo tools: N bundled examples (read-only)" in demo mode, else ""."""
+        if not self.options.demo:
+            return ""
+        examples = os.fspath(paths.resources_dir() / "examples") + os.sep
+        count = sum(1 for t in self.loader.current.all() if t.source_file.startswith(examples))
+        return f"Demo tools: {count_text(count, 'bundled example')} (read-only)"
 
     def _denied(self, denial: Denial) -> None:
         """An unattended denial: refresh the menu; notify now or when the interval ends."""

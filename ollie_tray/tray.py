@@ -39,6 +39,8 @@ class TrayActions:
     autostart_unavailable: Callable[[], str] | None = None
     # The last few denials nobody made by hand (optional), newest first, with reasons.
     recent_denials: Callable[[], list[Denial]] | None = None
+    # In demo mode: what the "Demo tools" line says (the bundled examples added, read-only).
+    demo_tools: Callable[[], str] | None = None
 
 
 def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
@@ -134,6 +136,14 @@ class TrayIcon(QSystemTrayIcon):
         self._add_denials(menu)
         menu.addSeparator()
         menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)
+        demo = self.actions.demo_tools() if self.actions.demo_tools else ""
+        if demo:
+            note = menu.addAction(demo)
+            note.setObjectName("demo-tools")
+            note.setToolTip(
+                "Shown in the Tool Browser with the demo badge; your own tools come first"
+            )
+            note.triggered.connect(self.actions.tool_browser)
         menu.addAction("&Policies…").triggered.connect(self.actions.policies)
         menu.addAction("&Audit log…").triggered.connect(self.actions.audit_log)
         if self.actions.remote_hosts is not None:

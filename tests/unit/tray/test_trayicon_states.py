@@ -97,3 +97,14 @@ def test_menu_lists_recent_unattended_denials_with_their_reason(qapp: QApplicati
     entry.trigger()
     assert calls[-1][0] == "audit"  # the whole story is in the audit log
     assert "Recently denied (not by you):" not in TrayIcon(recording_actions(calls)).action_texts()
+
+
+def test_demo_mode_marks_the_demo_tools_in_the_menu(qapp: QApplication) -> None:
+    calls: list[tuple[str, Any]] = []
+    text = "Demo tools: 12 bundled examples (read-only)"
+    tray = TrayIcon(recording_actions(calls, demo_tools=lambda: text))
+    entry = next(a for a in tray.menu.actions() if a.text() == text)
+    entry.trigger()
+    assert calls[-1][0] == "browser"
+    plain = TrayIcon(recording_actions(calls, demo_tools=lambda: ""))
+    assert not [t for t in plain.action_texts() if t.startswith("Demo tools")]
