@@ -95,6 +95,23 @@ def test_approval_dialog_answer_becomes_the_result(
     assert prompter.current_dialog is None
 
 
+def test_the_dialog_countdown_is_at_most_the_requesters_time(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    # ollie-elevate's step deadline reaches the dialog as request.timeout (what is left).
+    prompter = QtPrompter(settings=PrompterSettings(countdown_s=60, arm_delay_ms=10))
+
+    async def scenario() -> Any:
+        task = asyncio.ensure_future(prompter.ask_approval(approval_request(timeout=7.9)))
+        dialog = await until(lambda: prompter.current_dialog)
+        text = dialog.countdown_label.text()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return text
+
+    assert run(qapp, scenario) == "Denying automatically in 7 s"
+
+
 def test_cancel_withdraws_the_dialog(
     qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
 ) -> None:
