@@ -36,7 +36,6 @@ import html
 import inspect
 import logging
 import os
-import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -49,6 +48,7 @@ from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.denials import Denial, summary_text
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.elevation.prompters.chars import reveal
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +100,8 @@ class NotificationContent:
 
 
 def _clean(text: str, limit: int) -> str:
-    """One line of untrusted text: no control/format characters, at most ``limit`` long."""
-    cleaned = "".join(
-        " " if unicodedata.category(ch).startswith("C") else ch for ch in text
-    ).strip()
+    """One line of untrusted text: hidden characters shown as ``<U+XXXX>``, at most ``limit``."""
+    cleaned = reveal(text, lambda ch: f"<U+{ord(ch):04X}>").strip()
     if len(cleaned) > limit:
         cleaned = cleaned[: limit - 1] + "\u2026"
     return cleaned

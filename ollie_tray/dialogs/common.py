@@ -5,8 +5,10 @@ process (argv, args, command lines, code), so it is treated as hostile text:
 
 * labels are always ``Qt.PlainText`` (no rich-text injection);
 * :func:`visible` replaces control and invisible formatting characters
-  (bidi overrides, zero-width spaces...) with a visible ``<U+XXXX>`` so the
-  text cannot reorder or hide itself on screen;
+  (bidi overrides, zero-width spaces, Hangul fillers, the braille blank,
+  combining marks on ASCII…: the shared rule of
+  :mod:`registry_core.elevation.prompters.chars`) with a visible
+  ``<U+XXXX>`` so the text cannot reorder or hide itself on screen;
 * long values go into the read-only, height-limited boxes of
   :mod:`ollie_tray.dialogs.textboxes`, so a huge value cannot push the
   buttons off the screen.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -41,6 +42,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from registry_core.elevation.prompters.chars import reveal
+
 RED = "#c62828"
 RED_DARK = "#8e0000"
 RED_TINT = "#fdecea"
@@ -59,15 +62,12 @@ def visible(text: str, *, multiline: bool = False) -> str:
     With ``multiline`` newlines and tabs are kept (code, JSON); otherwise
     they are escaped too, so a one-line value stays one line.
     """
-    out: list[str] = []
-    for ch in text:
-        if multiline and ch in _KEEP:
-            out.append(ch)
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs"):
-            out.append(f"<U+{ord(ch):04X}>")
-        else:
-            out.append(ch)
-    return "".join(out)
+    return reveal(text, unicode_tag, _KEEP if multiline else frozenset())
+
+
+def unicode_tag(char: str) -> str:
+    """How the dialogs show a character a person could not see: ``<U+200B>``."""
+    return f"<U+{ord(char):04X}>"
 
 
 def shell_join(argv: Sequence[str]) -> str:

@@ -7,9 +7,11 @@ their own markup.  Nothing here does I/O.
 
 Every string that comes from outside (requester, arguments, code, even the
 registry's description) passes :func:`clean` first: control characters
-(terminal escape sequences, carriage returns) and invisible format
-characters (bidi overrides, zero-width spaces) are shown as ``\\x1b`` /
-``\\u202e`` escapes, so a request can neither repaint the terminal nor hide
+(terminal escape sequences, carriage returns), invisible format characters
+(bidi overrides, zero-width spaces) and everything else
+:mod:`~registry_core.elevation.prompters.chars` calls hidden (Hangul
+fillers, the braille blank, combining marks on ASCII…) are shown as
+``\\x1b`` / ``\\u202e`` escapes, so a request can neither repaint the terminal nor hide
 text from the person deciding.  Arguments and command lines are clipped to
 sensible sizes; the code of an ``execute_code`` request is always shown in
 full, line by line.
@@ -21,7 +23,6 @@ import enum
 import json
 import re
 import shlex
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,8 +30,8 @@ from typing import Any
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest, PasswordRequest, Remember
+from registry_core.elevation.prompters.chars import needs_reveal, reveal
 
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _LABEL_WIDTH = 14
 
@@ -123,13 +124,7 @@ def clean(text: str) -> str:
     The result is one line: newlines are escaped too (split first where lines
     are wanted).  Tabs become spaces.
     """
-    out: list[str] = []
-    for char in text.expandtabs(4):
-        if unicodedata.category(char) in _UNSAFE_CATEGORIES:
-            out.append(_escape_char(char))
-        else:
-            out.append(char)
-    return "".join(out)
+    return reveal(text.expandtabs(4), _escape_char)
 
 
 def clip(text: str, limit: int) -> str:
@@ -140,22 +135,15 @@ def clip(text: str, limit: int) -> str:
 
 
 def _ansi_c_quote(arg: str) -> str:
-    body: list[str] = []
-    for char in arg:
-        if char in "\\'":
-            body.append("\\" + char)
-        elif unicodedata.category(char) in _UNSAFE_CATEGORIES or char == "\t":
-            body.append(_escape_char(char))
-        else:
-            body.append(char)
-    return "$'" + "".join(body) + "'"
+    quoted = arg.replace("\\", "\\\\").replace("'", "\\'").replace("\t", "\\x09")
+    return "$'" + reveal(quoted, _escape_char) + "'"
 
 
 def shell_quote(arg: str) -> str:
     """``arg`` as bash would need it typed: bare, single-quoted, or ``$'...'`` with escapes."""
     if _SHELL_SAFE.fullmatch(arg):
         return arg
-    if any(unicodedata.category(c) in _UNSAFE_CATEGORIES or c == "\t" for c in arg):
+    if "\t" in arg or needs_reveal(arg):
         return _ansi_c_quote(arg)
     return shlex.quote(arg)
 

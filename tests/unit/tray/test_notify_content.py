@@ -75,7 +75,7 @@ def test_requester_text_cannot_fake_lines_or_reorder_text() -> None:
     assert content.body.count("\n") == 2
     assert "\u202e" not in content.body
     assert "\x1b" not in content.body
-    assert content.summary == "Approve a b?"
+    assert content.summary == "Approve a<U+000A>b?"  # shown, never a line break
 
 
 def test_long_fields_are_shortened() -> None:
