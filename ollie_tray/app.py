@@ -148,6 +148,8 @@ class TrayApp:
             fallback=self._tray_message,
             icon=str(paths.resources_dir() / "icons" / "ollie-tray.svg"),
         )
+        self.prompter.queue_info = self.broker.queue_info
+        self.prompter.deny_all = self._deny_queued  # the dialog denies itself
         self.broker.subscribe(self._broker_changed)
         self.denials.subscribe(self._denied)
         self._watcher: DirectoryWatcher | None = None
@@ -181,6 +183,7 @@ class TrayApp:
             autostart_enabled=lambda: autostart.is_enabled(self.env),
             autostart_unavailable=lambda: DEMO_NO_AUTOSTART if self.options.demo else "",
             quit=self.quit,
+            deny_all=self.deny_all_pending,
             remote_hosts=self.remote.menu_entries,
             connect_remote=self.remote.ask_and_connect,
             disconnect_remote=self.remote.disconnect_host,
@@ -282,6 +285,7 @@ class TrayApp:
         self._known_pending = ids
         if self.tray is not None:
             self.tray.set_pending(pending)
+        self.prompter.queue_changed()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         """Run a notification call in the background, keeping a reference until done."""
@@ -294,6 +298,16 @@ class TrayApp:
         self.quit()
 
     # --- actions ----------------------------------------------------------------
+
+    def _deny_queued(self) -> None:
+        self.broker.deny_pending()
+
+    def deny_all_pending(self) -> None:
+        """Deny every pending request: the queued ones at their turn, the open one now."""
+        self.broker.deny_pending()
+        current = self.prompter.current_request_id
+        if current is not None:
+            self.prompter.deny(current)
 
     def open_request(self, request_id: str) -> None:
         self._use_activation_token()

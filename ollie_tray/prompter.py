@@ -29,6 +29,7 @@ from ollie_tray.dialogs.password import PasswordDialog
 from ollie_tray.dialogs.real_input import InputJudge
 from ollie_tray.keyring_consent import KeyringConsent
 from ollie_tray.secrets import PasswordVault
+from registry_core.elevation.core import QueueInfo
 from registry_core.elevation.prompter import (
     Approval,
     ApprovalRequest,
@@ -62,6 +63,10 @@ class QtPrompter:
     consent: KeyringConsent | None = None
     settings: PrompterSettings = field(default_factory=PrompterSettings)
     on_dialog: Callable[[QDialog | None], None] | None = None
+    queue_info: Callable[[str], QueueInfo | None] | None = None
+    """Where a request stands in the broker's queue (wired in app.py)."""
+    deny_all: Callable[[], None] | None = None
+    """Deny every queued request (the dialog's "Deny all pending"; wired in app.py)."""
     _denied_early: set[str] = field(default_factory=set)
     _current: QDialog | None = None
     _current_id: str | None = None
@@ -89,6 +94,17 @@ class QtPrompter:
             self._current.show()
             self._current.raise_()
             self._current.activateWindow()
+
+    def queue_changed(self) -> None:
+        """The broker's queue changed: the open approval dialog updates "1 of N"."""
+        dialog, request_id = self._current, self._current_id
+        if isinstance(dialog, ApprovalDialog) and request_id and self.queue_info is not None:
+            with contextlib.suppress(RuntimeError):  # the dialog is being deleted
+                dialog.set_queue(self.queue_info(request_id))
+
+    @property
+    def current_request_id(self) -> str | None:
+        return self._current_id
 
     def deny(self, request_id: str) -> None:
         """Deny from outside the dialog (a notification's Deny, the menu)."""
@@ -131,6 +147,10 @@ class QtPrompter:
             arm_delay_ms=self.settings.arm_delay_ms,
             judge=self.settings.judge,
         )
+        if self.queue_info is not None:
+            dialog.set_queue(self.queue_info(request.id))
+        if self.deny_all is not None:
+            dialog.deny_all_requested.connect(self.deny_all)
         result = await self._wait(dialog, request.id, "decided")
         assert isinstance(result, Approval)
         return result

@@ -35,6 +35,8 @@ class TrayActions:
     remote_hosts: Callable[[], list[tuple[str, str]]] | None = None
     connect_remote: Callable[[], None] | None = None
     disconnect_remote: Callable[[str], None] | None = None
+    # "Deny all pending" (optional): every queued request and the open one.
+    deny_all: Callable[[], None] | None = None
     # Why "Start at login" cannot be used now ("" when it can), e.g. in demo mode.
     autostart_unavailable: Callable[[], str] | None = None
     # The last few denials nobody made by hand (optional), newest first, with reasons.
@@ -133,6 +135,10 @@ class TrayIcon(QSystemTrayIcon):
             action = menu.addAction(label)
             action.setObjectName(f"request:{req.id}")
             action.triggered.connect(lambda _=False, rid=req.id: self.actions.open_request(rid))
+        if self._pending and self.actions.deny_all is not None:
+            deny_all = menu.addAction(f"Deny all {len(self._pending)} pending")
+            deny_all.setObjectName("deny-all")
+            deny_all.triggered.connect(self.actions.deny_all)
         self._add_denials(menu)
         menu.addSeparator()
         menu.addAction("Tool &Browser…").triggered.connect(self.actions.tool_browser)

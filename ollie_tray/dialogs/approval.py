@@ -52,6 +52,7 @@ from ollie_tray.dialogs.real_input import (
     synthetic_input_banner,
 )
 from registry_core.elevation.confinement import SANDBOX_LABEL
+from registry_core.elevation.core import QueueInfo
 from registry_core.elevation.identity import ProcessInfo, Requester
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
@@ -111,6 +112,8 @@ class ApprovalDialog(QDialog):
 
     decided = Signal(object)
     """Emitted once with the :class:`Approval`."""
+    deny_all_requested = Signal()
+    """"Deny all pending" was pressed: emitted just before this dialog's own denial."""
 
     def __init__(
         self,
@@ -345,6 +348,16 @@ class ApprovalDialog(QDialog):
         self._approve.setAccessibleName("Approve")
         self._approve.setAutoDefault(False)  # Enter never approves
         self._approve.setMinimumWidth(110)
+        self.queue_label = c.plain_label("", wrap=False, style="font-weight: bold;")
+        self.queue_label.setAccessibleName("Queue")
+        self._deny_all = QPushButton("Deny all pending")
+        self._deny_all.setAccessibleName("Deny all pending")
+        self._deny_all.setAutoDefault(False)
+        self._deny_all.clicked.connect(self._on_deny_all)
+        queue_row = c.hbox(self.queue_label, self._deny_all)
+        self.queue_label.setVisible(False)
+        self._deny_all.setVisible(False)
+        column.addLayout(queue_row)
         buttons = QHBoxLayout()
         buttons.setSpacing(8)
         buttons.addWidget(self.countdown_label, 1)
@@ -362,6 +375,25 @@ class ApprovalDialog(QDialog):
     @property
     def approve_button(self) -> QPushButton:
         return self._approve
+
+    def set_queue(self, info: QueueInfo | None) -> None:
+        """Show "Request 1 of N" and how many more came from the same process."""
+        if info is None or (info.total <= 1 and info.same_process == 0):
+            self.queue_label.setVisible(False)
+            self._deny_all.setVisible(False)
+            return
+        text = f"Request {info.position} of {info.total}"
+        if info.same_process:
+            more = "request" if info.same_process == 1 else "requests"
+            text += f" · {info.same_process} more {more} from this process"
+        self.queue_label.setText(text)
+        self.queue_label.setVisible(True)
+        self._deny_all.setText(f"Deny all {info.total} pending")
+        self._deny_all.setVisible(info.total > 1)
+
+    @property
+    def deny_all_button(self) -> QPushButton:
+        return self._deny_all
 
     @property
     def approve_widget(self) -> ApproveButton:
@@ -465,6 +497,12 @@ class ApprovalDialog(QDialog):
     def _pattern(self) -> str | None:
         return None if self.pattern_edit is None else self.pattern_edit.text()
 
+    def _on_deny_all(self) -> None:
+        if self._finished:
+            return
+        self.deny_all_requested.emit()
+        self._finish(Approval(False, Remember.ONCE, "denied with all pending requests"))
+
     def _on_ignored(self, why: str) -> None:
         log.warning("approval dialog for %s: %s", self.request.id, why)
         self.input_note.setText(why)
@@ -477,6 +515,7 @@ class ApprovalDialog(QDialog):
         self._tick_timer.stop()
         self._approve.setEnabled(False)
         self._deny.setEnabled(False)
+        self._deny_all.setEnabled(False)
 
     def _finish(self, approval: Approval) -> None:
         if self._finished:

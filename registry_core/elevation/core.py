@@ -67,6 +67,17 @@ class Pending:
     request: ApprovalRequest
     since: float
     showing: bool = False
+    denied: str | None = None
+    """Set by :meth:`Broker.deny_pending`: denied with this reason at its turn."""
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """Where one pending request stands: "request 1 of N", and how many more its process sent."""
+
+    position: int
+    total: int
+    same_process: int
 
 
 @dataclass
@@ -338,8 +349,33 @@ class Broker:
         left = deadline - asyncio.get_running_loop().time()
         return dataclasses.replace(ar, timeout=max(min(ar.timeout, left), 0.001))
 
+    def queue_info(self, request_id: str) -> QueueInfo | None:
+        """Position (1-based, arrival order) among pending requests; None if not pending."""
+        order = list(self.pending)
+        if request_id not in self.pending:
+            return None
+        pid = self.pending[request_id].request.requester.pid
+        others = sum(1 for p in self.pending.values() if p.request.requester.pid == pid) - 1
+        return QueueInfo(order.index(request_id) + 1, len(order), others)
+
+    def deny_pending(self, pid: int | None = None, reason: str = "") -> list[str]:
+        """Deny every queued request (of process ``pid``) when its turn comes; their ids.
+
+        The one being shown is the front-end's to answer (the tray denies it)."""
+        why = reason or "denied with all pending requests"
+        marked = []
+        for item in self.pending.values():
+            if item.showing or (pid is not None and item.request.requester.pid != pid):
+                continue
+            item.denied = why
+            marked.append(item.request.id)
+        return marked
+
     def _recheck(self, ar: ApprovalRequest) -> m.DecisionReply | None:
-        """At the head of the queue: paused, closing or a policy set meanwhile decide."""
+        """At the head of the queue: denied in bulk, paused, or a policy set meanwhile decide."""
+        item = self.pending.get(ar.id)
+        if item is not None and item.denied is not None:
+            return self._reply(ar, m.Decision.DENY, item.denied, m.DecidedBy.USER, Remember.ONCE)
         if self.paused:
             return self._reply(ar, m.Decision.DENY, "requests are paused", m.DecidedBy.PAUSED)
         return self._policy_decision(ar)
@@ -488,4 +524,4 @@ def _user_name(uid: int) -> str:
         return str(uid)
 
 
-__all__ = ["REQUEST_CODE_TOOL", "Broker", "BrokerConfig", "Pending"]
+__all__ = ["REQUEST_CODE_TOOL", "Broker", "BrokerConfig", "Pending", "QueueInfo"]

@@ -394,3 +394,42 @@ def test_a_request_waiting_too_long_for_its_turn_is_denied(setup: Setup) -> None
     assert "for its turn" in second.reason
     assert len(prompter.asked) == 1
     assert broker.pending == {}
+
+
+def test_deny_pending_denies_the_queued_at_their_turn_and_counts_the_queue(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(False)], hold=True)
+    broker = setup.broker(prompter)
+    other = Requester(pid=os.getpid() + 1, uid=os.getuid(), gid=os.getgid(), exe="/bin/other")
+
+    async def go() -> list[m.DecisionReply]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        queued = [
+            asyncio.create_task(broker.elevate(setup.request("other", rid), setup.requester))
+            for rid in (2, 3)
+        ]
+        foreign = asyncio.create_task(broker.elevate(setup.request("other", 4), other))
+        while len(broker.pending) < 4:
+            await asyncio.sleep(0)
+        ids = list(broker.pending)
+        info = broker.queue_info(ids[0])
+        assert info is not None
+        assert (info.position, info.total, info.same_process) == (1, 4, 2)
+        last = broker.queue_info(ids[3])
+        assert last is not None and (last.position, last.same_process) == (4, 0)
+        assert broker.queue_info("nope") is None
+        marked = broker.deny_pending(pid=setup.requester.pid)
+        assert marked == ids[1:3]  # not the one showing, not another process's
+        prompter.release.set()
+        replies = [await first, *[await q for q in queued]]
+        await prompter.until(lambda: len(prompter.asked) == 2)  # the other process's turn
+        prompter.release.set()
+        return [*replies, await foreign]
+
+    first, second, third, fourth = run(go)
+    assert first.by is m.DecidedBy.USER
+    for reply in (second, third):
+        assert (reply.decision, reply.by) == (m.Decision.DENY, m.DecidedBy.USER)
+        assert "all pending" in reply.reason
+    assert fourth.by is m.DecidedBy.USER and "all pending" not in fourth.reason
+    assert len(prompter.asked) == 2  # the first and the other process's request

@@ -108,3 +108,21 @@ def test_demo_mode_marks_the_demo_tools_in_the_menu(qapp: QApplication) -> None:
     assert calls[-1][0] == "browser"
     plain = TrayIcon(recording_actions(calls, demo_tools=lambda: ""))
     assert not [t for t in plain.action_texts() if t.startswith("Demo tools")]
+
+
+def test_menu_offers_deny_all_pending(
+    qapp: QApplication, approval_request: Callable[..., ApprovalRequest]
+) -> None:
+    calls: list[tuple[str, Any]] = []
+    tray = TrayIcon(recording_actions(calls, deny_all=lambda: calls.append(("deny_all", ()))))
+    assert not any(t.startswith("Deny all") for t in tray.action_texts())  # nothing pending
+    now = time.monotonic()
+    tray.set_pending(
+        [
+            Pending(approval_request(id="r1"), now, showing=True),
+            Pending(approval_request(id="r2"), now),
+        ]
+    )
+    deny_all = next(a for a in tray.menu.actions() if a.text() == "Deny all 2 pending")
+    deny_all.trigger()
+    assert calls[-1] == ("deny_all", ())
