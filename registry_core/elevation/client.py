@@ -16,6 +16,7 @@ never answers (stopped with SIGSTOP, hung) raises
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import itertools
@@ -115,6 +116,12 @@ class BrokerClient:
 
     def close(self) -> None:
         self._sock.close()
+
+    def abort(self) -> None:
+        """From another thread: end the connection now (a blocked receive fails at once;
+        the broker withdraws this connection's pending questions)."""
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
 
     def next_id(self) -> str:
         return f"{os.getpid()}-{next(self._ids)}"

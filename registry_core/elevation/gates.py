@@ -47,9 +47,13 @@ class BrokerGate:
         self.host = host
         self.timeout = APPROVAL_WAIT if timeout is None else timeout
 
+    def connect(self) -> BrokerClient:
+        """The connection one request is asked on (a subclass may keep hold of it)."""
+        return BrokerClient(self.path)
+
     def authorize(self, request: ElevationRequest) -> Authorization:
         try:
-            with BrokerClient(self.path) as client:
+            with self.connect() as client:
                 reply = client.elevate(
                     request.tool,
                     request.kind,

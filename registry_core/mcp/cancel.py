@@ -6,8 +6,10 @@ pid through the dispatcher's ``on_start`` hook; :meth:`CallCanceller.cancel`
 (from the event loop, when the client sends ``notifications/cancelled``)
 kills that group, so the dispatcher's read loop sees the pipes close and
 the worker thread returns.  A cancel that arrives before the tool started
-kills it the moment it starts, and the MCP gate (:mod:`.gate`) refuses an
-elevation the person approves after the client gave up.
+kills it the moment it starts; a call waiting for the person's approval has
+its broker connection ended (:meth:`CallCanceller.on_cancel`), so the broker
+withdraws the dialog, and the MCP gate (:mod:`.gate`) turns any late
+approval into a denial.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import contextlib
 import os
 import signal
 import threading
+from collections.abc import Callable
 
 CANCELLED = "cancelled by the client"
 
@@ -26,7 +29,18 @@ class CallCanceller:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pid: int | None = None
+        self._aborts: list[Callable[[], None]] = []
         self.cancelled = False
+
+    def on_cancel(self, abort: Callable[[], None]) -> None:
+        """Run ``abort`` at the cancel (at once if it already happened): e.g. end the
+        broker connection a call is waiting on, so the person's dialog is withdrawn."""
+        with self._lock:
+            cancelled = self.cancelled
+            if not cancelled:
+                self._aborts.append(abort)
+        if cancelled:
+            abort()
 
     def started(self, pid: int) -> None:
         with self._lock:
@@ -39,8 +53,11 @@ class CallCanceller:
         with self._lock:
             self.cancelled = True
             pid = self._pid
+            aborts, self._aborts = self._aborts, []
         if pid is not None:
             _kill_group(pid)
+        for abort in aborts:
+            abort()
 
 
 def _kill_group(pid: int) -> None:

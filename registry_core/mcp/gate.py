@@ -15,13 +15,28 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 
 from registry_core import paths
 from registry_core.dispatch.gate import Authorization, ElevationRequest
-from registry_core.elevation.client import broker_alive
+from registry_core.elevation.client import BrokerClient, broker_alive
 from registry_core.elevation.gates import BrokerGate
 from registry_core.errors import ElevationDeniedError
 from registry_core.mcp.cancel import CANCELLED, CallCanceller
+
+
+class _WithdrawableGate(BrokerGate):
+    """A :class:`BrokerGate` whose connection the call's cancel ends."""
+
+    def __init__(self, path: Path, host: str | None, canceller: CallCanceller | None) -> None:
+        super().__init__(path, host=host)
+        self._canceller = canceller
+
+    def connect(self) -> BrokerClient:
+        client = super().connect()
+        if self._canceller is not None:
+            self._canceller.on_cancel(client.abort)
+        return client
 
 
 class McpGate:
@@ -46,7 +61,8 @@ class McpGate:
                 f"no elevation broker answers on {self._path}: start ollie-tray or ollie-broker "
                 "(the MCP server cannot ask on its own stdin/stdout)"
             )
-        grant = BrokerGate(self._path, host=self._host).authorize(request)
+        canceller: CallCanceller | None = getattr(self._local, "canceller", None)
+        grant = _WithdrawableGate(self._path, self._host, canceller).authorize(request)
         if self._cancelled():
             if grant.grant:
                 self.report_sudo(grant.grant, 1, False)

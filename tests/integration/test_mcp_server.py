@@ -520,3 +520,43 @@ def test_elevated_tools_decided_by_a_headless_broker_and_its_policies(env: Env) 
         ("touch_home", "allow", "policy", CLIENT),
         ("root_tool", "deny", "policy", CLIENT),
     ]
+
+
+def _cancel(request_id: int) -> types.ClientNotification:
+    return types.ClientNotification(
+        types.CancelledNotification(
+            params=types.CancelledNotificationParams(requestId=request_id, reason="test")
+        )
+    )
+
+
+def test_cancel_while_the_person_decides_withdraws_the_dialog(env: Env) -> None:
+    prompter = FakePrompter([Approval(True)], hold_approvals=True)
+    with live_server([env.tools], env.root, env.socket, prompter):
+
+        async def main() -> None:
+            async with session(env) as s:
+                request_id = s._request_id  # the id the next request will carry
+                async with anyio.create_task_group() as group:
+
+                    async def call() -> None:
+                        with pytest.raises(McpError):
+                            await s.call_tool("touch_home", {})
+
+                    group.start_soon(call)
+                    await anyio.to_thread.run_sync(
+                        lambda: prompter.wait_for(lambda e: e["type"] == "approval")
+                    )
+                    await s.send_notification(_cancel(request_id))
+                    await anyio.to_thread.run_sync(
+                        lambda: prompter.wait_for(lambda e: e["type"] == "cancelled")
+                    )
+                    group.cancel_scope.cancel()
+                # The server is still there.
+                assert (await s.call_tool("echo_args", {"text": "x"})).isError is False
+
+        run(main)
+        prompter.release()  # a late "yes" has nobody to go to
+    assert not (env.home / "proof.txt").exists()
+    [record] = audit_records(env.root)
+    assert (record["decision"], record["by"], record["client"]) == ("deny", "client_gone", CLIENT)

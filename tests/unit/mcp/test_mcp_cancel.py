@@ -57,3 +57,16 @@ def test_no_cancel_leaves_the_tool_alone() -> None:
     canceller.started(proc.pid)
     assert _wait(proc) == 0
     assert canceller.cancelled is False
+
+
+def test_aborts_run_at_the_cancel_or_at_once_after_it() -> None:
+    canceller = CallCanceller()
+    ran: list[str] = []
+    canceller.on_cancel(lambda: ran.append("waiting"))
+    assert ran == []
+    canceller.cancel()
+    assert ran == ["waiting"]
+    canceller.on_cancel(lambda: ran.append("late"))
+    assert ran == ["waiting", "late"]
+    canceller.cancel()  # a second cancel runs nothing twice
+    assert ran == ["waiting", "late"]
