@@ -247,7 +247,16 @@ class PoliciesWindow(QWidget):
         if not policies and not self.status_label.property("error"):
             self._say("No remembered decisions: Ollie asks every time.")
         elif not self.status_label.property("error"):
-            self._say(f"{count_text(len(policies), 'remembered decision')}.")
+            session = sum(1 for p in policies if p.remember is Remember.SESSION)
+            note = ""
+            if session:
+                # `ollie-tools policy list` reads policies.yaml; session ones live only here.
+                note = (
+                    f" ({session} for this session only: kept by the tray, not in"
+                    " policies.yaml, so `ollie-tools policy list` does not show "
+                    f"{'it' if session == 1 else 'them'})"
+                )
+            self._say(f"{count_text(len(policies), 'remembered decision')}{note}.")
         self._update_buttons()
 
     def store_changed(self) -> None:

@@ -205,3 +205,19 @@ def test_edit_moves_a_rule_to_another_host_and_the_window_shows_cli_rules(
     qtbot.waitUntil(lambda: "build" in window.status_label.text())
     keys = [(p.tool, p.kind, p.host) for p in PolicyStore(policies_file(env)).list()]
     assert keys == [("greet", Kind.SUDO, "build")]
+
+
+def test_session_rules_are_said_to_be_the_trays_alone(
+    qtbot: QtBot, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = PolicyStore(policies_file(env))
+    exe = str(Path(env["OLLIE_TOOLS_PATH"]) / "greet")
+    store.remember("greet", Kind.SANDBOX, "laptop", Remember.SESSION, exe, file_sha256(exe))
+    window = PoliciesWindow(store, registry=lambda: registry(env), host="laptop")
+    qtbot.addWidget(window)
+    assert window.model.rowCount() == 1
+    assert window.status_label.text() == (
+        "1 remembered decision (1 for this session only: kept by the tray, not in"
+        " policies.yaml, so `ollie-tools policy list` does not show it)."
+    )
+    assert cli(env, capsys, "policy", "list") == "no remembered policies\n"
