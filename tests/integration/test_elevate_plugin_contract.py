@@ -15,7 +15,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -135,7 +134,9 @@ def patient_server(tmp_path: Path, prompter: FakePrompter) -> Iterator[ServerThr
         yield thread
 
 
-@pytest.mark.parametrize(("setting", "limit"), [({}, 30.0), ({"OLLIE_ELEVATE_TIMEOUT": "7"}, 7.0)])
+@pytest.mark.parametrize(
+    ("setting", "limit"), [({}, 30.0), ({"OLLIE_ELEVATE_TIMEOUT": "20"}, 20.0)]
+)
 def test_the_countdown_never_outlasts_the_steps_deadline(
     patient_server: ServerThread,
     prompter: FakePrompter,
@@ -149,7 +150,7 @@ def test_the_countdown_never_outlasts_the_steps_deadline(
     read_to_eof(proc)
     assert proc.wait(DEADLINE) == DENIED
     [asked] = prompter.of_type("approval")
-    assert limit - 10 < asked["timeout"] <= limit
+    assert 0 < asked["timeout"] <= limit  # the broker's own countdown is an hour
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "soon", "nan", "86401"])
@@ -167,19 +168,20 @@ def test_a_bad_timeout_is_a_usage_error_and_asks_nobody(
 
 
 def test_no_decision_by_the_deadline_is_a_denial(tmp_path: Path, session: Path) -> None:
-    prompter = FakePrompter(hold_approvals=True)
+    # The broker itself would wait an hour; the step's 3 s deadline ends it.
+    prompter = FakePrompter(hold_approvals=True, default=Approval(True))
     tools = tmp_path / "tools"
     tools.mkdir()
-    with live_server([tools], tmp_path, tmp_path / "run" / "elevate.sock", prompter) as server:
-        env = plugin_env(server, tmp_path, OLLIE_ELEVATE_TIMEOUT="1")
-        began = time.monotonic()
+    path = tmp_path / "run" / "elevate.sock"
+    with live_server([tools], tmp_path, path, prompter, prompt_timeout=3600) as server:
+        env = plugin_env(server, tmp_path, OLLIE_ELEVATE_TIMEOUT="3")
         proc = start_plugin("touch ran", session, env)
-        _out, err = read_to_eof(proc)
+        _out, err = read_to_eof(proc)  # within DEADLINE (20 s), not the broker's hour
         assert proc.wait(DEADLINE) == DENIED
-        assert time.monotonic() - began < 1 + 5  # the deadline, plus the grace for the reply
         assert err.startswith(b"elevation denied: ")
-        prompter.wait_for(lambda e: e["type"] in ("decided", "cancelled"))
-        prompter.release()
+        if prompter.of_type("approval"):  # asked (not denied before asking on a slow start)
+            prompter.wait_for(lambda e: e["type"] in ("decided", "cancelled"))
+        prompter.release()  # a late yes changes nothing
     assert not (session / "ran").exists()
 
 
