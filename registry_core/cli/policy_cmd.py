@@ -263,6 +263,10 @@ def register(sub: Any) -> None:
     q.add_argument("--all", action="store_true", help="forget every policy")
     q.set_defaults(func=cmd_policy_revoke)
 
+    from registry_core.cli import action_policy_cmd
+
+    action_policy_cmd.register(inner)
+
     p = sub.add_parser("audit", help="the last elevation decisions (newest last)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--tail", type=_positive, default=DEFAULT_TAIL, metavar="N")

@@ -43,6 +43,8 @@ from registry_core.errors import PolicyError
 _log = logging.getLogger(__name__)
 _SHELL_SPECIAL = set(";&|<>`$(){}\n\r*?[]~!#\\\"'")
 FILE_VERSION = 1
+RULES_FILE = "action-policies.json"
+"""The file's name, beside ``policies.yaml``."""
 
 
 def program_of(command: str | None) -> str | None:
@@ -218,6 +220,28 @@ class ActionRuleStore:
                 return rule
             found = found or rule
         return found
+
+    def forget(
+        self, agent: str | None = None, tool: str | None = None, pattern: str | None = None
+    ) -> list[ActionRule]:
+        """Drop the stored rules matching every given field; returns what was dropped."""
+
+        def chosen(rule: ActionRule) -> bool:
+            return all(
+                want is None or have == want
+                for want, have in ((agent, rule.agent), (tool, rule.tool), (pattern, rule.pattern))
+            )
+
+        with self._lock, _locked(self.path):
+            self._stamp = None
+            self._reload()
+            dropped = [r for r in self._file if chosen(r)]
+            if dropped:
+                self._file = [r for r in self._file if not chosen(r)]
+                self._save()
+            for key in [k for k, r in self._session.items() if chosen(r)]:
+                dropped.append(self._session.pop(key))
+        return dropped
 
     def remember(
         self, agent: str, tool: str, kind: PatternKind, pattern: str, remember: Remember

@@ -28,6 +28,7 @@ from registry_core.elevation.action_flow import (
     remember_answer,
     remembered_rule,
 )
+from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.confinement import SANDBOX_LABEL
@@ -54,7 +55,6 @@ from registry_core.registry import Registry
 
 log = logging.getLogger(__name__)
 DEFAULT_PROMPT_TIMEOUT = 60.0
-ACTION_RULES_FILE = "action-policies.json"
 DEFAULT_QUEUE_TIMEOUT = 600.0
 """How long a request may wait for its turn before it is denied (``by: timeout``)."""
 VERSION = "0.1.0"
