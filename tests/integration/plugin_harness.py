@@ -72,7 +72,7 @@ echo $$ >> pids
 sleep 300 & echo $! >> pids
 ( sleep 300 & echo $! >> pids ) &
 setsid sleep 300 & echo $! >> pids
-sleep 0.05; echo ready > started
+while [ "$(wc -l < pids)" -lt 4 ]; do sleep 0.01; done; echo ready > started
 echo running
 sleep 300
 """
