@@ -45,6 +45,12 @@ from PySide6.QtWidgets import (
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
 from ollie_tray.dialogs.action_view import ActionDetailsView, pattern_editor
+from ollie_tray.dialogs.code_section import (
+    CodeSection,
+    chain_text,
+    requester_title,
+    without_code,
+)
 from ollie_tray.dialogs.real_input import (
     ApproveButton,
     InputJudge,
@@ -53,7 +59,6 @@ from ollie_tray.dialogs.real_input import (
 )
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.identity import ProcessInfo, Requester
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
 
@@ -85,26 +90,6 @@ def _consequence(request: ApprovalRequest) -> str:
         "If you approve, this tool runs outside the Landlock sandbox as you: it can reach"
         " all your files, the network and your desktop session."
     )
-
-
-_ANCESTOR_CHARS = 160
-
-
-def _process_tree(requester: Requester) -> str:
-    """Oldest ancestor first; each child indented under its parent; the requester last."""
-    chain: list[ProcessInfo] = [*reversed(requester.parents)]
-    me = ProcessInfo(requester.pid, requester.exe, requester.cmdline)
-    lines = []
-    for depth, proc in enumerate([*chain, me]):
-        prefix = "" if depth == 0 else "   " * (depth - 1) + "└─ "
-        suffix = "   ← requester" if proc is me else ""
-        label = proc.label()
-        if proc is not me and len(label) > _ANCESTOR_CHARS:
-            # An ancestor's full command line can be kilobytes (an environment as JSON):
-            # the tree is about who started whom; the requester's own line is shown whole.
-            label = label[:_ANCESTOR_CHARS] + " …"
-        lines.append(prefix + c.visible(label) + suffix)
-    return "\n".join(lines)
 
 
 class ApprovalDialog(QDialog):
@@ -248,6 +233,12 @@ class ApprovalDialog(QDialog):
         column = QVBoxLayout(content)
         column.setContentsMargins(0, 0, 0, 0)
         column.setSpacing(4)
+        self.code_section: CodeSection | None = None
+        self.code_box: t.MonoBox | None = None
+        if r.code is not None:  # the code first: it is what would run
+            self.code_section = CodeSection(r.code)
+            self.code_box = self.code_section.box
+            column.addWidget(self.code_section)
         column.addWidget(c.section_title("Tool (from this computer's registry)"))
         form = c.Form()
         form.add_row("Tool", t.value_label(r.tool, "Tool"))
@@ -258,7 +249,8 @@ class ApprovalDialog(QDialog):
         sha = t.value_label(c.short_sha(r.sha256) or "(unknown)", "SHA-256", mono=True)
         sha.setToolTip(r.sha256 or "")
         form.add_row("SHA-256", sha)
-        form.add_row("Command", t.MonoBox(c.shell_join(r.argv), "Command", max_lines=4))
+        command = c.shell_join(without_code(r.argv, r.code))
+        form.add_row("Command", t.MonoBox(command, "Command", max_lines=4))
         cwd = t.MonoBox(c.visible(r.cwd), "Working directory", max_lines=3, framed=False)
         form.add_row("Working dir", cwd)
         where = "this computer" if not r.remote else "remote host"
@@ -269,29 +261,21 @@ class ApprovalDialog(QDialog):
 
         req = r.requester
         where = f", {SANDBOX_LABEL}" if req.sandboxed else ""
-        column.addWidget(
-            c.section_title(f"Requested by (as reported by the system for pid {req.pid}{where})")
-        )
+        column.addWidget(c.section_title(requester_title(req, where)))
         form = c.Form()
         process = t.MonoBox(
             c.visible(f"pid {req.pid} · {req.exe or '?'}"), "Process", framed=False, mono=False
         )
         form.add_row("Process", process)
-        cmdline = c.shell_join(req.cmdline) if req.cmdline else "(unknown)"
+        cmdline = c.shell_join(without_code(req.cmdline, r.code)) if req.cmdline else "(unknown)"
         form.add_row("Command line", t.MonoBox(cmdline, "Requester command line", max_lines=3))
-        form.add_row("Process tree", t.MonoBox(_process_tree(req), "Process tree", max_lines=6))
+        chain = t.MonoBox(chain_text(req, r.code), "Process chain, nearest first", max_lines=6)
+        form.add_row("Started by", chain)
         if r.client is not None:  # e.g. the MCP client's name: the requester's claim
             client = t.value_label(f"{c.visible(r.client)}  (as the requester says)", "Via client")
             form.add_row("Via client", client)
         column.addLayout(form)
 
-        self.code_box: t.MonoBox | None = None
-        if r.code is not None:
-            column.addWidget(c.section_title("Code to run"))
-            self.code_box = t.MonoBox(
-                c.visible(r.code, multiline=True), "Code to run", max_lines=12
-            )
-            column.addWidget(self.code_box)
         column.addWidget(c.section_title("Arguments"))
         self.args_box = t.MonoBox(c.pretty_json(r.args), "Arguments", max_lines=8)
         column.addWidget(self.args_box)

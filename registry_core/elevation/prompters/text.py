@@ -31,6 +31,9 @@ from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest, PasswordRequest, Remember
 from registry_core.elevation.prompters.chars import needs_reveal, reveal
+from registry_core.elevation.prompters.request_view import code_view, risk_flags
+
+SEE_CODE = "[the code above]"
 
 _SHELL_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
 _LABEL_WIDTH = 14
@@ -255,11 +258,21 @@ def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> Pro
     host = clean(request.host) + ("  (REMOTE)" if request.remote else "")
     if request.claimed_host:
         host += f"  (it calls itself {clean(request.claimed_host)})"
-    fields = [
+    fields: list[Field] = []
+    argv = request.argv
+    warnings = _warnings(request)
+    if request.code is not None:  # the code first, in full, blank runs collapsed, once
+        view = code_view(request.code)
+        fields.append(Field("Code", tuple(clean(line) for line in view.lines), Style.CODE))
+        fields.append(Field("Code lines", (f"{view.total}, all shown above",)))
+        argv = tuple(SEE_CODE if arg == request.code else arg for arg in argv)
+        flags = risk_flags(request.code)
+        warnings += tuple(f"RISK: the code {flag}" for flag in flags)
+    fields += [
         Field("Tool", (f"{tool} — {description}" if description else tool,)),
         Field("Variant", (str(request.variant) if request.variant is not None else "default",)),
         Field("Executable", executable),
-        Field("Command", (clean(shell_join(request.argv)),), Style.CODE),
+        Field("Command", (clean(shell_join(argv)),), Style.CODE),
         Field("Arguments", args_lines(request.args, limits), Style.CODE),
         Field("Directory", (clean(request.cwd),)),
         *_requester_fields(request, limits),
@@ -267,12 +280,10 @@ def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> Pro
         Field("Host", (host,)),
         Field("Asks to", (request.what,)),
     ]
-    if request.code is not None:
-        fields.append(Field("Code", code_lines(request.code), Style.CODE))
     return PromptText(
         title=approval_title(request),
         headline=f"The tool {tool} asks to {request.what}.",
-        warnings=_warnings(request),
+        warnings=warnings,
         fields=tuple(fields),
         footer=f"Unanswered, this request is denied after {request.timeout:.0f} s.",
     )

@@ -92,8 +92,8 @@ def test_shows_every_field(qtbot: QtBot, approval_request: Factory, widget_texts
         "pid 4242 · /usr/bin/python3.11",
         "python3 agent.py --model local",
         "1500 /lib/systemd/systemd --user",
-        "└─ 4100 tmux new -s agents",
-        "└─ 4200 bash -l",
+        "↑ started by 4200 bash -l",
+        "↑ started by 4100 tmux new -s agents",
         "4242 python3 agent.py --model local",
         '"unit": "ssh.service"',
         '"lines": 50',
@@ -112,17 +112,18 @@ def test_full_sha_is_in_the_tooltip(qtbot: QtBot, approval_request: Factory) -> 
     assert [w.toolTip() for w in shas] == [request.sha256]
 
 
-def test_parent_chain_is_indented_oldest_first(qtbot: QtBot, approval_request: Factory) -> None:
+def test_parent_chain_is_shown_nearest_first(qtbot: QtBot, approval_request: Factory) -> None:
     dialog = make(qtbot, approval_request(), show=False)
     tree = next(
-        box for box in dialog.findChildren(QPlainTextEdit) if box.accessibleName() == "Process tree"
+        box
+        for box in dialog.findChildren(QPlainTextEdit)
+        if box.accessibleName() == "Process chain, nearest first"
     )
     lines = tree.toPlainText().splitlines()
-    assert lines[0].startswith("1500 ")
-    assert lines[1].startswith("└─ 4100")
-    assert lines[2].startswith("   └─ 4200")
-    assert lines[3].startswith("      └─ 4242")
-    assert lines[3].endswith("requester")
+    assert lines[0].startswith("4242 ") and lines[0].endswith("requester")
+    assert lines[1].startswith("↑ started by 4200")
+    assert lines[2].startswith("  ↑ started by 4100")
+    assert lines[3].startswith("    ↑ started by 1500")
 
 
 def test_sudo_and_sandbox_say_what_escaping_means(
@@ -177,7 +178,7 @@ def test_code_box_only_for_code_requests(qtbot: QtBot, approval_request: Factory
         qtbot, approval_request(tool="execute_code", code=code, argv=("bash", "-c", code))
     )
     assert dialog.code_box is not None
-    assert dialog.code_box.toPlainText() == code
+    assert dialog.code_box.toPlainText() == code.rstrip("\n")  # a final newline ends a line
     assert dialog.code_box.isReadOnly()
 
 
@@ -415,5 +416,5 @@ def test_long_ancestor_command_lines_are_shortened_in_the_tree(
         if "requester" in box.toPlainText()
     )
     assert "x" * 200 not in tree
-    assert "…" in tree
+    assert "[5000 characters, elided]" in tree  # a secret-looking blob, elided
     assert "y" * 300 in tree  # the requester itself is shown whole

