@@ -430,15 +430,17 @@ class TrayApp:
             if self.options.listening is None:
                 print(f"ollie-tray: listening on {self.socket_path}", file=sys.stderr, flush=True)
         self._start_watching()
+        # Notifications first: a request may already be waiting in the backlog.
+        await self.notifier.start()
         await self.sni.start()
+        self._place_icon()
+        self._icon_place.start()
+        # Last: owning this name tells a second launch (and tests) the tray is up.
         await self.sni.export.publish(
             control.PATH,
             control.TrayControl(self.show_browser, self.set_paused, self.quit),
             control.bus_name(self.socket_path),
         )
-        self._place_icon()
-        self._icon_place.start()
-        await self.notifier.start()
         if self.options.open_browser:
             self.show_browser()
         await self._quit.wait()

@@ -41,6 +41,8 @@ from e2e_driver import E2EError, wait_for
 from e2e_user import prepare_tray_runtime, run_as, user_session
 from sudo_user import SudoUser, UserDirs
 
+from ollie_tray.control import bus_name
+
 HERE = Path(__file__).resolve().parent
 ARTIFACTS_VAR = "OLLIE_TEST_ARTIFACTS"
 PROGRAMS = {
@@ -133,6 +135,13 @@ class WaylandSession:
         if proc.poll() is not None:
             raise E2EError(f"ollie-tray exited ({proc.returncode}):\n{self.log('tray')}")
         assert socket.exists()
+        # Up: notifications connected, icon exported, the launcher's name owned.
+        name = bus_name(socket)
+        wait_for(
+            lambda: proc.poll() is not None or ds.owned(self.run(ds.name_has_owner_argv(name))),
+            f"ollie-tray owning {name}",
+            timeout=30,
+        )
         return proc
 
     def demo_tools(self) -> str:
