@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
 from ollie_tray import autostart, control
@@ -434,7 +435,10 @@ class TrayApp:
         await self.notifier.start()
         await self.sni.start()
         self._place_icon()
-        self._icon_place.start()
+        if QGuiApplication.platformName() == "xcb":
+            # Only X11 has XEmbed trays that may appear later (a watcher's comings
+            # and goings are signalled; this polls for the tray selection).
+            self._icon_place.start()
         # Last: owning this name tells a second launch (and tests) the tray is up.
         await self.sni.export.publish(
             control.PATH,
