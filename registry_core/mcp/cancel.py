@@ -31,6 +31,8 @@ class CallCanceller:
         self._pid: int | None = None
         self._aborts: list[Callable[[], None]] = []
         self.cancelled = False
+        # Set while the call waits for the broker's answer (progress says so).
+        self.awaiting_approval = False
 
     def on_cancel(self, abort: Callable[[], None]) -> None:
         """Run ``abort`` at the cancel (at once if it already happened): e.g. end the

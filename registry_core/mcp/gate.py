@@ -62,7 +62,13 @@ class McpGate:
                 "(the MCP server cannot ask on its own stdin/stdout)"
             )
         canceller: CallCanceller | None = getattr(self._local, "canceller", None)
-        grant = _WithdrawableGate(self._path, self._host, canceller).authorize(request)
+        if canceller is not None:
+            canceller.awaiting_approval = True
+        try:
+            grant = _WithdrawableGate(self._path, self._host, canceller).authorize(request)
+        finally:
+            if canceller is not None:
+                canceller.awaiting_approval = False
         if self._cancelled():
             if grant.grant:
                 self.report_sudo(grant.grant, 1, False)

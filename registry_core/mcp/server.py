@@ -197,7 +197,7 @@ class RegistryServer:
         token = ctx.meta.progressToken if ctx.meta is not None else None
         async with anyio.create_task_group() as group:
             if token is not None:
-                group.start_soon(self._progress, ctx.session, token, ctx.request_id)
+                group.start_soon(self._progress, ctx.session, token, ctx.request_id, canceller)
             try:
                 result = await self._run(work, canceller)
             finally:
@@ -220,11 +220,21 @@ class RegistryServer:
             return error_result(str(exc))
         return call_result(result)
 
-    async def _progress(self, session: ServerSession, token: str | int, request: Any) -> None:
+    async def _progress(
+        self, session: ServerSession, token: str | int, request: Any, call: CallCanceller
+    ) -> None:
         start = time.monotonic()
         while True:
             await anyio.sleep(self.progress_interval)
             elapsed = time.monotonic() - start
+            if call.awaiting_approval:
+                await session.send_progress_notification(
+                    token,
+                    progress=round(elapsed, 3),
+                    message=f"waiting {elapsed:.0f} s for the person's approval (Ollie tray)",
+                    related_request_id=str(request),
+                )
+                continue
             await session.send_progress_notification(
                 token,
                 progress=round(elapsed, 3),

@@ -535,18 +535,26 @@ def test_cancel_while_the_person_decides_withdraws_the_dialog(env: Env) -> None:
     with live_server([env.tools], env.root, env.socket, prompter):
 
         async def main() -> None:
-            async with session(env) as s:
+            async with session(env, "--progress-interval", "0.2") as s:
                 request_id = s._request_id  # the id the next request will carry
+                waiting = anyio.Event()
+
+                async def on_progress(value: float, total: float | None, text: str | None) -> None:
+                    if text and "approval" in text:
+                        waiting.set()
+
                 async with anyio.create_task_group() as group:
 
                     async def call() -> None:
                         with pytest.raises(McpError):
-                            await s.call_tool("touch_home", {})
+                            await s.call_tool("touch_home", {}, progress_callback=on_progress)
 
                     group.start_soon(call)
                     await anyio.to_thread.run_sync(
                         lambda: prompter.wait_for(lambda e: e["type"] == "approval")
                     )
+                    with anyio.fail_after(DEADLINE):
+                        await waiting.wait()  # progress says what the call waits for
                     await s.send_notification(_cancel(request_id))
                     await anyio.to_thread.run_sync(
                         lambda: prompter.wait_for(lambda e: e["type"] == "cancelled")
