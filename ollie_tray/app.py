@@ -66,6 +66,7 @@ DEMO_NO_AUTOSTART = "not in demo mode: run ollie-tray without --demo to enable i
 class AppOptions:
     countdown_s: int = 60
     arm_delay_ms: int = 700
+    require_password: bool = False  # the login password confirms approvals (login_check.py)
     open_browser: bool = False
     # --demo is a trial with the bundled example tools: it never enables autostart.
     demo: bool = False
@@ -99,7 +100,12 @@ class TrayApp:
         self.prompter = QtPrompter(
             vault=self.vault,
             consent=KeyringConsent(consent_file(env)),
-            settings=PrompterSettings(options.countdown_s, options.arm_delay_ms, self.judge),
+            settings=PrompterSettings(
+                options.countdown_s,
+                options.arm_delay_ms,
+                self.judge,
+                require_password=options.require_password,
+            ),
             on_dialog=self._dialog_changed,
         )
         # Denials nobody made by hand: in the menu, and one grouped low-urgency notification.

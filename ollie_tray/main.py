@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ollie_tray.login_check import require_password_from
 from registry_core import paths
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient
@@ -64,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=60,
         metavar="SEC",
         help="seconds before an unanswered request is denied (default 60)",
+    )
+    p.add_argument(
+        "--require-password",
+        action="store_true",
+        help="an approval counts only after your login password (PAM); also"
+        " OLLIE_TRAY_REQUIRE_PASSWORD=1",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
     return p
@@ -215,6 +222,7 @@ def _run_gui(
     qapp.setWindowIcon(icon("ollie-tray"))
     options = AppOptions(
         countdown_s=args.countdown,
+        require_password=args.require_password or require_password_from(env),
         open_browser=args.browser,
         demo=args.demo,
         listening=listening,

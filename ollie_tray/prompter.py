@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from PySide6.QtWidgets import QDialog
 
 from ollie_tray.dialogs.approval import ApprovalDialog
+from ollie_tray.dialogs.login_check import LoginCheckDialog
 from ollie_tray.dialogs.password import PasswordDialog
 from ollie_tray.dialogs.real_input import InputJudge
 from ollie_tray.keyring_consent import KeyringConsent
+from ollie_tray.login_check import ATTEMPTS, login_name, verify_login_password
 from ollie_tray.secrets import PasswordVault
 from registry_core.elevation.core import QueueInfo
 from registry_core.elevation.prompter import (
@@ -55,6 +57,10 @@ class PrompterSettings:
     arm_delay_ms: int = 700
     judge: InputJudge | None = None
     """Who may approve (dialogs/real_input.py); None: the dialog's fail-closed default."""
+    require_password: bool = False
+    """Opt-in: an approval counts only after the login password (login_check.py)."""
+    verify_password: Callable[[str, str], bool] | None = None
+    """(user, password) → accepted; None: PAM (login_check.verify_login_password)."""
 
 
 @dataclass
@@ -153,7 +159,27 @@ class QtPrompter:
             dialog.deny_all_requested.connect(self.deny_all)
         result = await self._wait(dialog, request.id, "decided")
         assert isinstance(result, Approval)
+        confirm = result.approved and self.settings.require_password
+        if confirm and not await self._confirm_with_login_password(request):
+            return Approval(False, Remember.ONCE, "the login password was not confirmed")
         return result
+
+    async def _confirm_with_login_password(self, request: ApprovalRequest) -> bool:
+        """Up to three tries; PAM runs in a worker thread.  The password is not kept."""
+        verify = self.settings.verify_password or verify_login_password
+        user = login_name()
+        retry = ""
+        for attempt in range(1, ATTEMPTS + 1):
+            dialog = LoginCheckDialog(request.tool, user, retry)
+            typed = await self._wait(dialog, request.id, "submitted")
+            if not isinstance(typed, str) or not typed:
+                return False
+            accepted = await asyncio.to_thread(verify, user, typed)
+            del typed
+            if accepted:
+                return True
+            retry = f"Wrong password, try again ({attempt}/{ATTEMPTS})"
+        return False
 
     async def ask_password(self, request: PasswordRequest) -> PasswordAnswer:
         grant_key = request.approval.id
