@@ -16,7 +16,7 @@ from registry_core.errors import (
     ToolNotFoundError,
     ToolUnavailableError,
 )
-from registry_core.paths import scan_cache_dir, tools_path
+from registry_core.paths import tools_path
 from registry_core.registry import RegistryLoader
 
 EXIT_USAGE = 2
@@ -61,9 +61,16 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     if args.timeout <= 0:
         print("ollie-tools call: --timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
-    loader = RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env))
+    # Only the called tool's own files are read: the cost does not grow with the
+    # number of tools installed (no scan, no scan cache).
+    loader = RegistryLoader(tools_path(env), env, cache_dir=None)
     gate = make_gate(env, timeout=args.timeout)
-    dispatcher = Dispatcher(registry=loader.load, env=env, gate=gate, askpass=askpass_program())
+    dispatcher = Dispatcher(
+        registry=lambda: loader.lookup_registry(args.name),
+        env=env,
+        gate=gate,
+        askpass=askpass_program(),
+    )
     options = CallOptions(
         cwd=os.getcwd(), timeout=args.timeout, elevated=args.elevated, profile=args.profile
     )

@@ -32,16 +32,25 @@ def _registry(env: dict[str, str]) -> Registry:
     return RegistryLoader(tools_path(env), env, cache_dir=scan_cache_dir(env)).load()
 
 
-def _from_registry(env: dict[str, str], build: Callable[[Registry], T]) -> T:
+def _from_registry(
+    env: dict[str, str], build: Callable[[Registry], T], name: str | None = None
+) -> T:
     """``build(registry)``; once more on a new snapshot if a file changed meanwhile.
 
     Tools' prompts and args are read when first needed (scan cache): a file
-    edited between the scan and that read raises ToolChangedError.
+    edited between the scan and that read raises ToolChangedError.  With
+    ``name``, the snapshot holds only that tool, looked up by name.
     """
+
+    def snapshot() -> Registry:
+        if name is None:
+            return _registry(env)
+        return RegistryLoader(tools_path(env), env, cache_dir=None).lookup_registry(name)
+
     try:
-        return build(_registry(env))
+        return build(snapshot())
     except ToolChangedError:
-        return build(_registry(env))
+        return build(snapshot())
 
 
 def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
@@ -57,12 +66,14 @@ def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     if args.json:
-        details = _from_registry(env, lambda r: tool_details(r.get(args.name)))
+        details = _from_registry(env, lambda r: tool_details(r.get(args.name)), args.name)
         json.dump(details, out, indent=2)
         out.write("\n")
     else:
         encoding = getattr(out, "encoding", "utf-8")
-        print(_from_registry(env, lambda r: render.show_text(r.get(args.name), encoding)), file=out)
+        name = args.name
+        text = _from_registry(env, lambda r: render.show_text(r.get(name), encoding), name)
+        print(text, file=out)
     return 0
 
 

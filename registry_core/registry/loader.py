@@ -18,7 +18,6 @@ from any thread.
 
 from __future__ import annotations
 
-import errno
 import gc
 import os
 import stat
@@ -31,9 +30,9 @@ from typing import NamedTuple
 from registry_core import paths
 from registry_core.errors import MetaError
 from registry_core.registry.evaluate import evaluate
+from registry_core.registry.fileread import read_careful, read_fast, stat_key
 from registry_core.registry.hostfacts import HostFacts
 from registry_core.registry.meta import (
-    MAX_META_BYTES,
     ParsedMeta,
     meta_from_skeleton,
     parse_meta,
@@ -50,7 +49,6 @@ from registry_core.registry.scan_cache import (
     cache_file,
 )
 from registry_core.registry.snapshot import Registry
-from registry_core.safe_open import UnsafeFileError, read_regular
 
 _Key = FileKey  # (device, inode, size, mtime_ns, ctime_ns)
 
@@ -63,84 +61,6 @@ class _Entry(NamedTuple):
     # CRC-32 of the content when the scan cache may keep what it says about it:
     # flawless files and files broken by their content (not by a read error).
     crc: int | None = None
-
-
-def _broken(path: Path | str, message: str) -> ParsedMeta:
-    return ParsedMeta(None, (MetaError(str(path), message),), ())
-
-
-# O_NOFOLLOW: only names that scandir reported as regular files (not symlinks) take
-# the fast path; if one was swapped for a symlink meanwhile, open fails and the
-# careful path below decides.  O_NONBLOCK: never hang on a FIFO put there instead.
-_FAST_OPEN = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-
-
-def _read_regular(path: str) -> tuple[_Key, bytes] | None:
-    """open + fstat + read of a file the directory listing called regular.
-
-    Half the system calls of stat-then-open; ``None`` for anything unusual, which
-    :func:`_read` then examines and explains.
-    """
-    try:
-        fd = os.open(path, _FAST_OPEN)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        size = st.st_size
-        if not stat.S_ISREG(st.st_mode) or size > MAX_META_BYTES:
-            return None
-        data = os.read(fd, size + 1)
-        if len(data) != size:  # short read, or the file changed since fstat: read on
-            parts, total = [data], len(data)
-            while total <= MAX_META_BYTES:
-                chunk = os.read(fd, MAX_META_BYTES + 1 - total)
-                if not chunk:
-                    break
-                parts.append(chunk)
-                total += len(chunk)
-            data = b"".join(parts)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return (st.st_dev, st.st_ino, size, st.st_mtime_ns, st.st_ctime_ns), data
-
-
-def _stat_key(path: str) -> _Key | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
-
-
-def _read(path: Path | str) -> tuple[_Key | None, ParsedMeta | None, bytes | None]:
-    """Stat and (when needed) read one file; errors become a broken ParsedMeta."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if os.path.islink(path):
-            target = os.readlink(path)
-            return None, _broken(path, f"dangling symlink to {target}"), None
-        return None, None, None
-    except OSError as exc:
-        return None, _broken(path, f"cannot stat: {exc.strerror}"), None
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-    if not stat.S_ISREG(st.st_mode):
-        return key, _broken(path, "not a regular file"), None
-    if st.st_size > MAX_META_BYTES:
-        return key, _broken(path, f"file is {st.st_size} bytes, over the 1 MiB limit"), None
-    try:
-        # A symlinked .meta is followed (stat above did too); O_NONBLOCK and the
-        # regular-file check catch a FIFO or device swapped in since the stat.
-        data = read_regular(path, limit=MAX_META_BYTES, follow_symlinks=True)
-    except UnsafeFileError as exc:
-        return key, _broken(path, exc.strerror or "not a regular file"), None
-    except OSError as exc:
-        reason = "permission denied" if exc.errno == errno.EACCES else exc.strerror
-        return key, _broken(path, f"cannot read: {reason}"), None
-    return key, None, data
 
 
 class RegistryLoader:
@@ -186,20 +106,20 @@ class RegistryLoader:
         ``regular``: the directory listing says this is a regular file (not a symlink).
         """
         cached = self._cache.get(path)
-        if cached is not None and cached.key is not None and _stat_key(path) == cached.key:
+        if cached is not None and cached.key is not None and stat_key(path) == cached.key:
             return cached
         scan_cache = self._scan_cache
         if regular and cached is None and scan_cache.enabled:
             entry = self._from_scan_cache(path)
             if entry is not None:
                 return entry
-        fast = _read_regular(path) if regular else None
+        fast = read_fast(path) if regular else None
         if fast is not None:
             key: _Key | None = fast[0]
             early: ParsedMeta | None = None
             data: bytes | None = fast[1]
         else:
-            key, early, data = _read(path)
+            key, early, data = read_careful(path)
             if key is None and early is None:
                 self._cache.pop(path, None)
                 return None
@@ -407,6 +327,44 @@ class RegistryLoader:
         if self._scan_cache.pending:
             self._scan_cache.save(self._cache_entries(touched), full_scan=False)
         return self._current
+
+    def lookup(self, name: str) -> Tool | None:
+        """The tool ``name`` as :meth:`load` would build it, reading only its own files.
+
+        Each tools directory is asked for ``<dir>/<name>.meta`` in search order
+        (the first one found wins, the others are shadowed), so the cost does
+        not depend on how many tools are installed.  ``None`` when no directory
+        has such a file.  The scan cache is neither read nor written (one file
+        is cheaper to read than the cache); the parse cache is used as by
+        :meth:`load`.  :attr:`current` is not changed.
+        """
+        if "/" in name or "\0" in name:
+            return None  # no directory entry can be called that
+        file = f"{name}.meta"
+        sources: list[str] = []
+        regular: set[str] = set()
+        for directory in self.dirs:
+            path = os.path.join(directory, file)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            # A full scan lists each directory: one it may not list shows it no tools.
+            if not os.access(directory, os.R_OK):
+                continue
+            sources.append(path)
+            if stat.S_ISREG(st.st_mode):
+                regular.add(path)
+        if not sources:
+            return None
+        return self._build(name, sources, regular)
+
+    def lookup_registry(self, name: str) -> Registry:
+        """A snapshot holding only ``name`` (empty if there is none): what a caller
+        that runs or shows one tool needs, with the same errors as a full one."""
+        tool = self.lookup(name)
+        tools = {name: tool} if tool is not None else {}
+        return Registry(tools, self.dirs, self.facts.describe())
 
 
 def load_registry(

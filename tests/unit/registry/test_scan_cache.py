@@ -83,7 +83,7 @@ def loader(tools: Path, env: dict[str, str], cache: Path | None) -> RegistryLoad
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Files the loader opens to read their content, in order."""
     opened: list[str] = []
-    real_fast, real_slow = loader_mod._read_regular, loader_mod._read
+    real_fast, real_slow = loader_mod.read_fast, loader_mod.read_careful
 
     def fast(path: str) -> Any:
         opened.append(os.path.basename(path))
@@ -93,8 +93,8 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         opened.append(os.path.basename(str(path)))
         return real_slow(path)
 
-    monkeypatch.setattr(loader_mod, "_read_regular", fast)
-    monkeypatch.setattr(loader_mod, "_read", slow)
+    monkeypatch.setattr(loader_mod, "read_fast", fast)
+    monkeypatch.setattr(loader_mod, "read_careful", slow)
     return opened
 
 
