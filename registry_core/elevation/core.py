@@ -102,8 +102,12 @@ class Broker:
         clock: Callable[[], float] = time.monotonic,
         actions: ActionRuleStore | None = None,
         denials: DenialLog | None = None,
+        registry_for: Callable[[str], Registry] | None = None,
     ) -> None:
         self.registry = registry
+        # A snapshot that need only hold the named tool (a one-name lookup), when the
+        # owner has a cheaper way to build one than ``registry()``.
+        self.registry_for = registry_for
         # Denials nobody made by hand (remembered deny, paused, timeout, unknown tool),
         # for the desktop to show (denials.py).
         self.denials = denials
@@ -141,7 +145,8 @@ class Broker:
         # A forwarded request runs a file deployed to the remote tools directory.
         remote_dir = requester.tools_dir if requester.remote and requester.tools_dir else None
         try:
-            return gather_facts(self.registry(), req, remote_tools_dir=remote_dir)
+            registry = self.registry() if self.registry_for is None else self.registry_for(req.tool)
+            return gather_facts(registry, req, remote_tools_dir=remote_dir)
         except ToolNotFoundError as exc:
             self._unattended(
                 req.tool, req.host or self.config.host, DeniedBy.UNKNOWN_TOOL, str(exc)

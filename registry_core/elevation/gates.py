@@ -115,7 +115,7 @@ class InProcessBroker:
         self._thread.start()
 
         async def start() -> BrokerServer:
-            broker = build_broker(env, prompter_name)
+            broker = build_broker(env, prompter_name, resident=False)
             server = BrokerServer(broker, self.path)
             await server.start()
             return server
