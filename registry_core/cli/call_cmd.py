@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from registry_core.cli.jsonout import write_json
 from registry_core.errors import (
     ArgumentsError,
     ElevationDeniedError,
@@ -94,8 +95,7 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
         if close is not None:
             close()
     if args.json:
-        json.dump(result.to_json(), out, indent=2)
-        out.write("\n")
+        write_json(result.to_json(), out)
     else:
         out.write(result.stdout)
         out.flush()

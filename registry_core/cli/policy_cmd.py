@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import socket
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from registry_core.cli.jsonout import write_json
 from registry_core.cli.render import table
 from registry_core.elevation.messages import Decision, Kind
 from registry_core.elevation.prompter import Remember
@@ -94,8 +94,7 @@ def policies_text(policies: list[Policy], now: float) -> str:
 def cmd_policy_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     policies = _store(env).list()
     if args.json:
-        json.dump([p.to_json() for p in policies], out, indent=2)
-        out.write("\n")
+        write_json([p.to_json() for p in policies], out)
     else:
         print(policies_text(policies, time.time()), file=out)
     return 0
@@ -214,8 +213,7 @@ def cmd_audit(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int
     if tail.lost:
         _warn(f"{tail.lost} decision(s) could not be recorded (gap lines in {audit_file(env)})")
     if args.json:
-        json.dump([r.to_json() for r in tail.records], out, indent=2)
-        out.write("\n")
+        write_json([r.to_json() for r in tail.records], out)
     else:
         print(audit_text(list(tail.records)), file=out)
     return 0

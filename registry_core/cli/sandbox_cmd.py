@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from typing import Any, TextIO
+
+from registry_core.cli.jsonout import write_json
 
 
 def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
@@ -36,8 +37,7 @@ def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO)
         refused = str(exc)
     info["working_directory"] = {"path": os.getcwd(), "refused": refused}
     if args.json:
-        json.dump(info, out, indent=2)
-        out.write("\n")
+        write_json(info, out)
     else:
         print(format_text(info), file=out)
         if refused:

@@ -8,7 +8,6 @@ Exit codes: 0 success, 1 a requested thing is missing or has errors,
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from typing import TextIO, TypeVar
 
 from registry_core.cli import call_cmd, mcp_cmd, policy_cmd, render, sandbox_cmd
 from registry_core.cli.check import run_check
+from registry_core.cli.jsonout import write_json
 from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import OllieError, ToolChangedError
 from registry_core.paths import scan_cache_dir, tools_path
@@ -57,8 +57,7 @@ def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     registry = _registry(env)
     tools = registry.all() if args.all else registry.available()
     if args.json:
-        json.dump([tool_summary(t) for t in tools], out, indent=2)
-        out.write("\n")
+        write_json([tool_summary(t) for t in tools], out)
     else:
         print(render.list_text(tools), file=out)
     return 0
@@ -67,8 +66,7 @@ def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     if args.json:
         details = _from_registry(env, lambda r: tool_details(r.get(args.name)), args.name)
-        json.dump(details, out, indent=2)
-        out.write("\n")
+        write_json(details, out)
     else:
         encoding = getattr(out, "encoding", "utf-8")
         name = args.name
@@ -80,8 +78,7 @@ def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 def cmd_dump(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     """Every tool's details at once: what ``ollie-remote`` and the Tool Browser read."""
     hostname = socket.gethostname()
-    json.dump(_from_registry(env, lambda r: registry_dump(r, hostname)), out, indent=2)
-    out.write("\n")
+    write_json(_from_registry(env, lambda r: registry_dump(r, hostname)), out)
     return 0
 
 
