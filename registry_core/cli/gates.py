@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
-import socket
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core.dispatch import ElevationGate
-from registry_core.elevation.gates import LazyGate
+from registry_core.elevation.lazygate import LazyGate
 
 # protocol.md §6.2: what an elevate request's ``host`` may hold.
 _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
@@ -18,7 +18,7 @@ _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
 
 def this_host() -> str | None:
     """This machine's name as requests carry it (``None`` if the protocol cannot)."""
-    name = socket.gethostname()
+    name = os.uname().nodename  # what socket.gethostname() returns, without importing it
     return name if _HOST_RE.fullmatch(name) else None
 
 

@@ -8,20 +8,17 @@ Exit codes: 0 success, 1 a requested thing is missing or has errors,
 from __future__ import annotations
 
 import argparse
-import socket
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO, TypeVar
 
-from registry_core.cli import call_cmd, mcp_cmd, policy_cmd, render, sandbox_cmd
-from registry_core.cli.check import run_check
 from registry_core.cli.jsonout import write_json
 from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import OllieError, ToolChangedError
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
-from registry_core.registry.serialize import registry_dump, tool_details, tool_summary
 
 EXIT_USAGE = 2
 
@@ -54,6 +51,9 @@ def _from_registry(
 
 
 def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.cli import render
+    from registry_core.registry.serialize import tool_summary
+
     registry = _registry(env)
     tools = registry.all() if args.all else registry.available()
     if args.json:
@@ -64,6 +64,9 @@ def cmd_list(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.cli import render
+    from registry_core.registry.serialize import tool_details
+
     if args.json:
         details = _from_registry(env, lambda r: tool_details(r.get(args.name)), args.name)
         write_json(details, out)
@@ -77,17 +80,41 @@ def cmd_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 
 def cmd_dump(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     """Every tool's details at once: what ``ollie-remote`` and the Tool Browser read."""
+    import socket
+
+    from registry_core.registry.serialize import registry_dump
+
     hostname = socket.gethostname()
     write_json(_from_registry(env, lambda r: registry_dump(r, hostname)), out)
     return 0
 
 
 def cmd_check(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    from registry_core.cli.check import run_check
+
     targets = [Path(p) for p in args.paths] or tools_path(env)
     return run_check(targets, out)
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Subcommands defined in their own modules, imported only when needed: an agent's
+# ``ollie-tools call`` does not pay for the policy, MCP or sandbox commands.
+_MODULES = {
+    "call": "call_cmd",
+    "sandbox": "sandbox_cmd",
+    "policy": "policy_cmd",
+    "audit": "policy_cmd",
+    "mcp": "mcp_cmd",
+}
+_BUILTIN = ("list", "show", "dump", "check")
+
+
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; given the ``command`` about to run, only the modules it needs."""
     parser = argparse.ArgumentParser(
         prog="ollie-tools",
         description="Inspect and call Ollie tools (.meta sidecars on $OLLIE_TOOLS_PATH).",
@@ -112,15 +139,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", help=".meta files or directories (default: tools path)")
     p.set_defaults(func=cmd_check)
 
-    call_cmd.register(sub)
-    sandbox_cmd.register(sub)
-    policy_cmd.register(sub)
-    mcp_cmd.register(sub)
+    if command in _BUILTIN:
+        modules = []
+    elif command in _MODULES:
+        modules = [_MODULES[command]]
+    else:  # help, or a mistake: every command, to list them
+        modules = list(dict.fromkeys(_MODULES.values()))
+    for module in modules:
+        importlib.import_module(f"registry_core.cli.{module}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    return run_subcommand(build_parser(), argv, out, (OllieError,))
+    words = sys.argv[1:] if argv is None else argv
+    return run_subcommand(build_parser(_command(words)), words, out, (OllieError,))
 
 
 def main_entry() -> None:

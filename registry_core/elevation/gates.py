@@ -26,6 +26,7 @@ from registry_core.elevation.client import (
     BrokerState,
     probe_broker,
 )
+from registry_core.elevation.lazygate import LazyGate
 from registry_core.elevation.listen import make_private_dirs
 from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
 from registry_core.secure import harden_process
@@ -175,31 +176,4 @@ def choose_gate(
     return gate
 
 
-class LazyGate:
-    """Chooses (and starts) a gate only when a call actually needs elevation."""
-
-    def __init__(
-        self, env: Mapping[str, str], host: str | None = None, timeout: float | None = None
-    ) -> None:
-        self._env = dict(env)
-        self._host = host
-        self._timeout = timeout
-        self._gate: BrokerGate | RefusingGate | None = None
-
-    def _chosen(self) -> BrokerGate | RefusingGate:
-        if self._gate is None:
-            self._gate = choose_gate(self._env, self._host, self._timeout)
-        return self._gate
-
-    def authorize(self, request: ElevationRequest) -> Authorization:
-        return self._chosen().authorize(request)
-
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
-        if self._gate is None:
-            return None
-        return self._gate.report_sudo(grant, exit_code, auth_failed)
-
-    def close(self) -> None:
-        if isinstance(self._gate, InProcessGate):
-            self._gate.close()
-        self._gate = None
+__all__ = ["BrokerGate", "InProcessBroker", "InProcessGate", "LazyGate", "choose_gate"]

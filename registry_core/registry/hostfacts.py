@@ -12,7 +12,6 @@ and ``simulated`` says the answers are not this machine's.
 from __future__ import annotations
 
 import os
-import platform
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -44,13 +43,13 @@ _GO_ARCH = {
 
 
 def go_os(system: str | None = None) -> str:
-    """Go's ``runtime.GOOS`` name for a ``platform.system()`` value."""
-    return (system if system is not None else platform.system()).lower()
+    """Go's ``runtime.GOOS`` name for a ``platform.system()`` value (``uname -s``)."""
+    return (system if system is not None else os.uname().sysname).lower()
 
 
 def go_arch(machine: str | None = None) -> str:
-    """Go's ``runtime.GOARCH`` name for a ``platform.machine()`` value."""
-    raw = (machine if machine is not None else platform.machine()).lower()
+    """Go's ``runtime.GOARCH`` name for a ``platform.machine()`` value (``uname -m``)."""
+    raw = (machine if machine is not None else os.uname().machine).lower()
     return _GO_ARCH.get(raw, raw)
 
 
