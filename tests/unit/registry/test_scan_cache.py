@@ -420,9 +420,12 @@ def test_ollie_tools_show_and_dump_retry_once_on_a_newer_snapshot(
         "_registry",
         lambda _env: snapshots.pop() if snapshots else loader(tools, env, None).load(),
     )
+    # ``show`` looks the one tool up (issue 19): it reads that file now, never a stale scan.
+    monkeypatch.setenv("OLLIE_TOOLS_PATH", str(tools))
     out = io.StringIO()
     assert tools_cli.main(["show", "plain", "--json"], out=out) == 0
     assert json.loads(out.getvalue())["prompt"] == "## plain, version 2"
+    assert snapshots.pop() is stale  # not taken by show
 
     snapshots.append(stale)
     out = io.StringIO()
