@@ -257,7 +257,8 @@ def test_first_use_installs_the_shipped_default(tmp_path: Path) -> None:
     assert "default profile was missing" in note and str(target) in note
     assert load_profile(env).warnings == ()
     # No temp file left (beside the profile: only its remembered parse, profile_cache.py).
-    assert sorted(target.parent.iterdir()) == [target.with_name(".default.yaml.parsed.json"), target]
+    parsed = target.with_name(".default.yaml.parsed.json")
+    assert sorted(target.parent.iterdir()) == [parsed, target]
 
 
 def test_an_edited_default_is_never_overwritten(tmp_path: Path) -> None:
