@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from registry_core.elevation.messages import Kind
+from registry_core.elevation.kinds import Kind
 from registry_core.errors import ElevationDeniedError
 
 

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias, cast
 
+from registry_core.elevation import kinds
 from registry_core.errors import ProtocolError
 
 PROTOCOL_VERSION = 1
@@ -74,11 +75,7 @@ class Direction(enum.Enum):
     TO_CLIENT = "to_client"
 
 
-class Kind(enum.StrEnum):
-    """What an ``elevate`` request asks for."""
-
-    SANDBOX = "sandbox"  # run outside Landlock, still as the current user
-    SUDO = "sudo"  # run as root through ``sudo -A`` (implies leaving the sandbox)
+Kind = kinds.Kind  # defined apart (kinds.py); part of the protocol's vocabulary
 
 
 class PatternKind(enum.StrEnum):
