@@ -161,8 +161,11 @@ def test_a_lock_file_that_is_a_fifo_is_named(tmp_path: Path) -> None:
 
 def test_a_lock_timeout_names_the_lock_file(tmp_path: Path) -> None:
     lock = tmp_path / "x.lock"
-    with exclusive(lock), pytest.raises(LockTimeoutError, match=r"could not lock .*x\.lock"):
-        # flock locks belong to open file descriptions: a second open in this
-        # process contends like another process would.
-        with exclusive(lock, timeout=0.1):
-            pass
+    # flock locks belong to open file descriptions: a second open in this
+    # process contends like another process would.
+    with (
+        exclusive(lock),
+        pytest.raises(LockTimeoutError, match=r"could not lock .*x\.lock"),
+        exclusive(lock, timeout=0.1),
+    ):
+        pass
