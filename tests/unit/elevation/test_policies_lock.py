@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from policy_helpers import HOST, FakeClock, lookup, remember
+from policy_helpers import EXE, HOST, SHA, T0, FakeClock, lookup, remember
 
 from registry_core.elevation import policies as policies_module
-from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policies import Policy, PolicyStore
+from registry_core.elevation.policy_file import render_document
 from registry_core.elevation.prompter import Remember
 from registry_core.errors import PolicyError
 from registry_core.file_lock import exclusive
@@ -57,3 +59,52 @@ def test_the_lock_file_is_not_followed_when_a_link(tmp_path: Path) -> None:
         store.revoke_all()
     assert not target.exists()
     assert HOST
+
+
+def _change(store: PolicyStore, change: str) -> object:
+    if change == "set":
+        deny = Policy("other", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, 0)
+        return store.set(deny)
+    if change == "revoke":
+        return store.revoke("greet")
+    if change == "revoke_all":
+        return store.revoke_all()
+    return store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
+
+
+@pytest.mark.parametrize("change", ["set", "revoke", "revoke_all", "change_duration", "remember"])
+def test_every_change_takes_the_file_lock(tmp_path: Path, change: str) -> None:
+    path = tmp_path / "policies.yaml"
+    store = PolicyStore(path, clock=FakeClock(), lock_timeout=0.05)
+    remember(store, Remember.ALWAYS)
+    before = path.read_bytes()
+    with exclusive(path.with_name("policies.yaml.lock")):
+        if change == "remember":
+            remember(store, Remember.DENY_ALWAYS, tool="other")
+            assert any("could not lock" in p for p in store.problems)
+        else:
+            with pytest.raises(PolicyError, match="could not lock"):
+                _change(store, change)
+    assert path.read_bytes() == before  # nothing written without the lock
+
+
+def test_change_duration_keeps_a_deny_over_an_allow(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    clock = FakeClock()
+    store = PolicyStore(path, clock=clock)
+    allow = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)
+    deny = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0 - 5)
+    path.write_text(render_document([allow, deny], [], None))
+    path.chmod(0o600)
+    changed = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.DENY_ALWAYS)
+    assert changed is not None
+    assert changed.decision is Decision.DENY
+    # with two allows, the newest one's executable is kept
+    newer = Policy(
+        "greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0 + 1, None, EXE + "2", SHA
+    )
+    path.write_text(render_document([allow, newer], [], None))
+    clock.now += 1
+    kept = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
+    assert kept is not None
+    assert kept.executable == EXE + "2"
