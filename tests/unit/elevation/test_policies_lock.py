@@ -108,3 +108,23 @@ def test_change_duration_keeps_a_deny_over_an_allow(tmp_path: Path) -> None:
     kept = store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
     assert kept is not None
     assert kept.executable == EXE + "2"
+
+
+def test_a_corrupt_file_that_cannot_be_moved_aside_blocks_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text("policies: [unclosed\n")
+    path.chmod(0o600)
+
+    def cannot_move(p: Path, now: float) -> Path:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(policies_module, "move_aside", cannot_move)
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    assert any("could not move it aside: Permission denied" in p for p in store.problems)
+    deny = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0)
+    with pytest.raises(PolicyError, match="not changing"):
+        store.set(deny)  # the unreadable file is never overwritten
+    assert path.read_text() == "policies: [unclosed\n"
