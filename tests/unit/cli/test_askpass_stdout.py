@@ -25,7 +25,7 @@ ASKPASS = "from registry_core.cli.askpass import main_entry; main_entry()"
 
 @contextlib.contextmanager
 def scripted(path: Path, reply: dict[str, Any] | None) -> Iterator[None]:
-    """Answer one askpass on ``path`` with ``reply`` (``None``: close without answering)."""
+    """Answer pings, then the askpass on ``path`` with ``reply`` (``None``: close instead)."""
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()
@@ -35,9 +35,14 @@ def scripted(path: Path, reply: dict[str, Any] | None) -> Iterator[None]:
         with contextlib.suppress(OSError):
             conn, _ = server.accept()
             with conn, conn.makefile("rwb") as stream:
-                request = json.loads(stream.readline())
-                if reply is not None:
-                    answer = {"v": 1, "id": request["id"], **reply}
+                for line in stream:
+                    request = json.loads(line)
+                    if request["op"] == "ping":  # askpass pings first
+                        answer: dict[str, Any] = {"v": 1, "id": request["id"], "op": "pong"}
+                    elif reply is None:
+                        return
+                    else:
+                        answer = {"v": 1, "id": request["id"], **reply}
                     stream.write(json.dumps(answer).encode() + b"\n")
                     stream.flush()
 
