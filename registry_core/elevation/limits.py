@@ -40,11 +40,14 @@ ACCEPT_ERROR = "socket.accept() out of system resource"
 class FloodLimits:
     """Caps on what peers may hold at once.  Beyond them: a typed ``error``."""
 
-    connections_per_uid: int = 512
+    # Per uid: sized so that 5,000 agents of one person, each on its own
+    # connection with one request, are all served (docs/decisions.md, issue 19);
+    # the per-process caps are what stops one flooding process.
+    connections_per_uid: int = 8192
     connections_per_process: int = 64
     requests_per_connection: int = 32
     requests_per_process: int = 64
-    requests_per_uid: int = 256
+    requests_per_uid: int = 8192
 
 
 @dataclass
