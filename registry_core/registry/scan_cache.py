@@ -30,7 +30,6 @@ ignored and replaced at the next save.  Losing the cache only costs time.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -63,6 +62,8 @@ def rules_fingerprint() -> str | None:
     syntax errors).
     """
     if not _FINGERPRINT:
+        import hashlib  # here: a one-name lookup (ollie-tools call) needs no cache
+
         from registry_core.registry import jsonpos, meta, model, schema
 
         digest = hashlib.sha256(f"{FORMAT} {VERSION} {sys.version}\n".encode())
@@ -78,6 +79,8 @@ def rules_fingerprint() -> str | None:
 
 def cache_file(directory: Path, dirs: Iterable[Path]) -> Path:
     """The cache file of the tools path ``dirs`` inside ``directory``."""
+    import hashlib
+
     name = hashlib.sha256("\0".join(str(d) for d in dirs).encode()).hexdigest()[:32]
     return directory / f"{name}.json"
 

@@ -22,7 +22,6 @@ import contextlib
 import fcntl
 import functools
 import os
-import platform
 
 EXECSTEP_X86_64 = base64.b64decode(
     "f0VMRgIBAQAAAAAAAAAAAAIAPgABAAAAsABAAAAAAABAAAAAAAAAABADAAAAAAAAAAAAAEAAOAACAEAABAADAAEA"
@@ -78,7 +77,7 @@ def native_execstep() -> int | None:
 
     Made once per process and kept open (close-on-exec) for its lifetime.
     """
-    if platform.machine() not in ("x86_64", "AMD64") or not _memfd_exec_allowed():
+    if os.uname().machine not in ("x86_64", "AMD64") or not _memfd_exec_allowed():
         return None
     with contextlib.suppress(OSError):
         return _sealed_memfd(EXECSTEP_X86_64)
