@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
 from ollie_tray.dialogs.action_view import ActionDetailsView, pattern_editor
+from ollie_tray.dialogs.approval_text import explanation
 from ollie_tray.dialogs.code_section import (
     CodeSection,
     chain_text,
@@ -64,32 +65,6 @@ from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
 _ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
-
-
-def _explanation(request: ApprovalRequest) -> str:
-    text = _consequence(request)
-    if request.sandboxed:
-        text = (
-            f"This request comes {SANDBOX_LABEL}: a sandboxed process is asking, and it"
-            f" never receives a password. {text}"
-        )
-    return text
-
-
-def _consequence(request: ApprovalRequest) -> str:
-    if request.action is not None:
-        return (
-            "If you approve, the agent runs this action itself, as you, outside any Ollie sandbox."
-        )
-    if request.kind is Kind.SUDO:
-        return (
-            "If you approve, this tool runs as root through sudo: it can read and change"
-            " anything on this computer."
-        )
-    return (
-        "If you approve, this tool runs outside the Landlock sandbox as you: it can reach"
-        " all your files, the network and your desktop session."
-    )
 
 
 class ApprovalDialog(QDialog):
@@ -191,7 +166,7 @@ class ApprovalDialog(QDialog):
         )
         title = c.plain_label(headline, scale=1.45)
         self.title_label = title
-        explain = c.plain_label(_explanation(self.request), style=f"color: {dark};")
+        explain = c.plain_label(explanation(self.request), style=f"color: {dark};")
         tag = "RUN AS ROOT" if sudo else "SANDBOX ESCAPE" if action is None else "AGENT ACTION"
         tags: list[QWidget] = [c.badge(tag, color)]
         self.sandbox_badge: QLabel | None = None
@@ -441,6 +416,7 @@ class ApprovalDialog(QDialog):
 
     def _arm(self) -> None:
         self._armed = True
+        log.info("approval dialog for %s: Approve is armed", self.request.id)
         self._update_approve()
 
     def _update_approve(self) -> None:

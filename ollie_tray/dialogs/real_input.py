@@ -14,8 +14,11 @@ must not be able to say it.  Three ways it could, and what stops them:
   Keys cannot be attributed to a device on X11, so keyboard approval is off
   there (the dialog says "click Approve").
 * **Compositors that offer virtual input to every client** (wlroots: sway,
-  …): nothing in the client can tell; :func:`build_judge` gives the dialog a
-  notice saying so (docs/security.md).
+  …): nothing in the client can tell a virtual device from a real one.
+  :func:`build_judge` asks the compositor which globals it advertises
+  (:mod:`ollie_tray.wayland_globals`); where virtual input is offered, or
+  the question cannot be answered, keys cannot approve and the dialog says
+  why (docs/security.md).
 
 The test switch :data:`ACCEPT_SYNTHETIC_ENV` (never on by default; a banner
 in every dialog while on) accepts synthetic *window-system* input so the
@@ -26,7 +29,7 @@ end-to-end tests can drive the real app with ``xdotool``.  It does not make
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +39,7 @@ from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs.xinput import Phase, Verdict, XDevices, XInputOrigin, XInputUnavailable
+from ollie_tray.wayland_globals import VirtualInputCheck, check_virtual_input
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +57,9 @@ KEYBOARD_OFF_X11 = (
 )
 VIRTUAL_INPUT_NOTICE = (
     "This desktop may let any program click or type into windows (virtual input),"
-    " and Ollie cannot tell that from you. Approve only what you asked for."
+    " and Ollie cannot tell that from you. Keys cannot approve here: click Approve,"
+    " and approve only what you asked for."
 )
-
-_SAFE_WAYLAND_DESKTOPS = ("KDE", "GNOME")
-"""KWin and Mutter do not offer the virtual keyboard/pointer protocols to ordinary clients."""
 
 
 class InputJudge(Protocol):
@@ -143,9 +145,16 @@ def synthetic_switch_on(env: Mapping[str, str]) -> bool:
 
 
 def build_judge(
-    platform: str, env: Mapping[str, str], install: QCoreApplication | None = None
+    platform: str,
+    env: Mapping[str, str],
+    install: QCoreApplication | None = None,
+    wayland_check: Callable[[Mapping[str, str]], VirtualInputCheck] = check_virtual_input,
 ) -> InputJudge:
-    """The judge for this platform; on X11 installs the native filter on ``install``."""
+    """The judge for this platform; on X11 installs the native filter on ``install``.
+
+    On Wayland ``wayland_check`` asks the compositor whether it offers
+    virtual input to clients (fail safe: an unanswered question counts as yes).
+    """
     if synthetic_switch_on(env):
         log.warning("%s is set: synthetic input can approve (tests only)", ACCEPT_SYNTHETIC_ENV)
         return SyntheticAcceptingJudge()
@@ -160,9 +169,11 @@ def build_judge(
             install.installNativeEventFilter(origin)
         return X11Judge(origin)
     if platform.startswith("wayland"):
-        desktops = env.get("XDG_CURRENT_DESKTOP", "").upper().split(":")
-        if not any(d in desktops for d in _SAFE_WAYLAND_DESKTOPS):
-            return WindowSystemJudge(notice=VIRTUAL_INPUT_NOTICE)
+        check = wayland_check(env)
+        if check.warn:
+            log.warning("approval by keys is off: %s", check.describe())
+            return WindowSystemJudge(keyboard_ok=False, notice=VIRTUAL_INPUT_NOTICE)
+        log.info("%s", check.describe())
     return WindowSystemJudge()
 
 
@@ -255,6 +266,6 @@ class ApproveButton(QPushButton):
         if not (was_down and event.spontaneous() and self.isEnabled()):
             return
         if not self._judge.keyboard_ok:
-            self.ignored.emit(KEYBOARD_OFF_X11)
+            self.ignored.emit(self._judge.notice or KEYBOARD_OFF_X11)
         else:
             self.approved.emit()

@@ -9,7 +9,7 @@ fed hand-built events.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -34,6 +34,7 @@ from ollie_tray.dialogs.real_input import (
     build_judge,
 )
 from ollie_tray.dialogs.xinput import Phase, Verdict, XInputOrigin
+from ollie_tray.wayland_globals import VirtualInputCheck, judge_globals
 from registry_core.elevation.prompter import Approval, ApprovalRequest
 
 Factory = Callable[..., ApprovalRequest]
@@ -228,16 +229,47 @@ def test_no_banner_without_the_switch(qtbot: QtBot, approval_request: Factory) -
 # --- platforms ---------------------------------------------------------------------------
 
 
+SWAY = frozenset({"wl_compositor", "xdg_wm_base", "zwp_virtual_keyboard_manager_v1"})
+WESTON = frozenset({"wl_compositor", "xdg_wm_base", "zwp_text_input_manager_v1"})
+
+
 @pytest.mark.parametrize(
-    ("desktop", "warned"),
-    [("sway", True), ("Hyprland", True), ("", True), ("KDE", False), ("ubuntu:GNOME", False)],
+    ("desktop", "globals_", "warned"),
+    [
+        ("sway", SWAY, True),
+        ("KDE", SWAY, True),  # the desktop's name is not trusted: the compositor is asked
+        ("sway", WESTON, False),
+        ("", WESTON, False),
+        ("GNOME", frozenset({"xdg_wm_base"}), True),  # no wl_compositor: cannot tell
+    ],
 )
-def test_wayland_compositors_that_may_offer_virtual_input_are_named(
-    desktop: str, warned: bool
+def test_wayland_warns_and_turns_keys_off_where_the_compositor_offers_virtual_input(
+    desktop: str, globals_: frozenset[str], warned: bool
 ) -> None:
-    judge = build_judge("wayland", {"XDG_CURRENT_DESKTOP": desktop})
+    seen: list[str] = []
+
+    def check(env: Mapping[str, str]) -> VirtualInputCheck:
+        seen.append(env["XDG_CURRENT_DESKTOP"])
+        return judge_globals(globals_)
+
+    judge = build_judge("wayland", {"XDG_CURRENT_DESKTOP": desktop}, wayland_check=check)
+    assert seen == [desktop]
     assert (judge.notice == VIRTUAL_INPUT_NOTICE) is warned
-    assert judge.keyboard_ok
+    assert judge.keyboard_ok is not warned
+
+
+def test_space_does_not_approve_where_programs_can_type(
+    qtbot: QtBot, approval_request: Factory
+) -> None:
+    judge = build_judge("wayland", {}, wayland_check=lambda _env: judge_globals(SWAY))
+    dialog = armed(qtbot, approval_request(), judge)
+    assert dialog.input_note.isVisible() and dialog.input_note.text() == VIRTUAL_INPUT_NOTICE
+    got = answers(dialog)
+    dialog.approve_button.setFocus()
+    with qtbot.waitSignal(dialog.approve_button.ignored) as refused:
+        qtbot.keyClick(dialog.approve_button, Qt.Key.Key_Space)
+    assert refused.args == [VIRTUAL_INPUT_NOTICE]
+    assert got == []
 
 
 def test_x11_without_a_display_refuses_everything() -> None:
