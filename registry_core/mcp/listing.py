@@ -7,11 +7,16 @@ registry has already merged the matching variant's fields into each tool.
 Annotations come from the tool's flags: ``readOnlyHint`` from ``readOnly``;
 elevated and sudo tools are marked destructive, with a title saying that a
 call asks the person for approval.
+
+Speed: a definition is built from values the registry has already validated,
+so it is assembled without re-validation (``model_construct``), and
+:class:`ListingCache` keeps each definition as long as its registry tool is
+the same object: after a watcher refresh of one ``.meta`` only that tool's
+definition is built again (bench/mcp.py).
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from mcp import types
@@ -32,14 +37,16 @@ def approval_note(tool: Tool) -> str | None:
 
 
 def input_schema(tool: Tool) -> dict[str, Any]:
-    schema = copy.deepcopy(dict(tool.args))
+    # A new top-level dict: the only key added is at the top, nested values are
+    # shared with the registry and never changed (neither here nor by the SDK).
+    schema = dict(tool.args)
     schema.setdefault("type", "object")
     return schema
 
 
 def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     note = approval_note(tool)
-    return types.ToolAnnotations(
+    return types.ToolAnnotations.model_construct(
         title=f"{tool.name} ({note})" if note else tool.name,
         readOnlyHint=tool.read_only,
         destructiveHint=True if note else None,
@@ -51,7 +58,7 @@ def mcp_tool(tool: Tool) -> types.Tool:
     note = approval_note(tool)
     if note:
         description = f"{description} [{note}]" if description else f"[{note}]"
-    return types.Tool(
+    return types.Tool.model_construct(
         name=tool.name,
         description=description,
         inputSchema=input_schema(tool),
@@ -62,6 +69,36 @@ def mcp_tool(tool: Tool) -> types.Tool:
 def tool_listing(registry: Registry) -> list[types.Tool]:
     """Every available tool of ``registry``, sorted by name."""
     return [mcp_tool(tool) for tool in registry.available()]
+
+
+class ListingCache:
+    """``tools/list`` per registry snapshot, each definition kept while its tool is.
+
+    Registry tools are immutable; a refresh replaces the ones it re-examined
+    and keeps the others as the same objects, so identity says "unchanged".
+    Only available tools are ever kept: a tool that turns hidden or broken
+    leaves the listing and the cache at the next :meth:`listing`.
+    """
+
+    def __init__(self) -> None:
+        self._snapshot: Registry | None = None
+        self._listing: list[types.Tool] = []
+        self._defs: dict[int, tuple[Tool, types.Tool]] = {}
+
+    def listing(self, registry: Registry) -> list[types.Tool]:
+        """The definitions of ``registry``'s available tools, sorted by name."""
+        if registry is self._snapshot:
+            return self._listing
+        defs: dict[int, tuple[Tool, types.Tool]] = {}
+        listing: list[types.Tool] = []
+        for tool in registry.available():
+            kept = self._defs.get(id(tool))
+            # The id is only trusted while the kept tool is alive and is this one.
+            made = kept[1] if kept is not None and kept[0] is tool else mcp_tool(tool)
+            defs[id(tool)] = (tool, made)
+            listing.append(made)
+        self._snapshot, self._listing, self._defs = registry, listing, defs
+        return listing
 
 
 def listing_key(registry: Registry) -> tuple[Any, ...]:

@@ -41,7 +41,7 @@ from registry_core.errors import (
 )
 from registry_core.mcp.cancel import CallCanceller
 from registry_core.mcp.gate import McpGate
-from registry_core.mcp.listing import listing_key, tool_listing
+from registry_core.mcp.listing import ListingCache, listing_key
 from registry_core.mcp.results import call_result, error_result
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
@@ -112,7 +112,8 @@ class RegistryServer:
             _log.warning("not watching the tools directories: %s", exc)
         self._registry = self.loader.load()
         self._listed = listing_key(self._registry)
-        self._listing: tuple[Registry, list[types.Tool]] | None = None
+        self._listings = ListingCache()
+        self._listed_result: tuple[list[types.Tool], types.ServerResult] | None = None
         self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
         self._debounce: asyncio.TimerHandle | None = None
         self.gate = McpGate(self.env, host=this_host())
@@ -122,8 +123,13 @@ class RegistryServer:
         self.server: Server[Any, Any] = _Server(
             SERVER_NAME, version=_version(), instructions=INSTRUCTIONS
         )
-        self.server.list_tools()(self._list_tools)  # type: ignore[no-untyped-call]
-        self.server.call_tool(validate_input=False)(self._call_tool)
+        # Registered as plain request handlers, not through the SDK's ``list_tools``/
+        # ``call_tool`` decorators: those re-check every listed name on each listing and,
+        # for a call of a name they have not seen listed (a hidden tool, a typo, a call
+        # before any listing), run the whole listing handler again; the dispatcher
+        # already validates the arguments against the snapshot's schema.
+        self.server.request_handlers[types.ListToolsRequest] = self._handle_list
+        self.server.request_handlers[types.CallToolRequest] = self._handle_call
 
     # --- the registry ------------------------------------------------------------
 
@@ -161,22 +167,35 @@ class RegistryServer:
 
     # --- handlers ----------------------------------------------------------------
 
+    async def _handle_list(self, request: types.ListToolsRequest) -> types.ServerResult:
+        listing = await self._list_tools()
+        if self._listed_result is None or self._listed_result[0] is not listing:
+            result = types.ServerResult(types.ListToolsResult(tools=listing))
+            self._listed_result = (listing, result)
+        return self._listed_result[1]
+
     async def _list_tools(self) -> list[types.Tool]:
         self._sessions.add(self.server.request_context.session)
         for attempt in (1, 2):
             registry = self.current()
-            if self._listing is not None and self._listing[0] is registry:
-                return self._listing[1]
             try:
-                listing = tool_listing(registry)
+                listing = self._listings.listing(registry)
             except ToolChangedError:
                 if attempt == 2:
                     raise
                 continue
-            self._listing = (registry, listing)
-            self._listed = listing_key(registry)
+            if self._listed_result is None or self._listed_result[0] is not listing:
+                self._listed = listing_key(registry)
             return listing
         raise AssertionError("unreachable")
+
+    async def _handle_call(self, request: types.CallToolRequest) -> types.ServerResult:
+        try:
+            result = await self._call_tool(request.params.name, request.params.arguments or {})
+        except Exception as exc:  # as the SDK's own handler: a failed call, not a dead session
+            _log.exception("tools/call %s failed", request.params.name)
+            result = error_result(str(exc))
+        return types.ServerResult(result)
 
     async def _call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = self.server.request_context
