@@ -13,6 +13,15 @@ Measures in one run, each against a baseline taken in the same run:
                repeated one (cached), vs. a cold registry load in this process,
                ``RegistryLoader(..., cache_dir=...).load()`` (target: first ≤ 1.5x).
 
+Informational rows split both round trips: ``Dispatcher.call`` in this process
+on a registry snapshot loaded once (what the server runs per call); for the
+listing, the server's share -- a raw client that writes the JSON-RPC lines and
+only waits for the response line's bytes, on a new server (first) and again
+(repeated) -- and the SDK client's share, its decoding of that same response
+line (``JSONRPCMessage.model_validate_json`` then ``ListToolsResult``).
+``$XDG_RUNTIME_DIR`` (each call's private ``/tmp``) is on a tmpfs when
+``/dev/shm`` is one, as in a desktop session and as in ``bench/dispatch.py``.
+
 Usage::
 
     .venv/bin/python bench/mcp.py [--calls 200] [--tools 10000] [--json]
@@ -43,7 +52,7 @@ if str(REPO) not in sys.path:
 
 import anyio  # noqa: E402
 import anyio.to_thread  # noqa: E402
-from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from bench.registry_load import generate  # noqa: E402
@@ -55,14 +64,26 @@ LIST_TARGET = 1.5
 TOOLS_CLI = Path(sys.executable).parent / "ollie-tools"
 
 
+def _runtime_dir(root: Path) -> Path:
+    """On a tmpfs when there is one (each sandboxed call makes its ``/tmp`` there)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        made = Path(tempfile.mkdtemp(prefix="ollie-bench-mcp-run-", dir=shm))
+        (root / "run").symlink_to(made)  # removed with the bench's own directory
+        return made
+    (root / "run").mkdir(mode=0o700)
+    return root / "run"
+
+
 def _environ(root: Path, tools: Path) -> dict[str, str]:
-    for name in ("home", "tmp", "run", "config", "state", "cache", "cwd"):
+    for name in ("home", "tmp", "config", "state", "cache", "cwd"):
         (root / name).mkdir(exist_ok=True)
+    run = (root / "run").resolve() if (root / "run").exists() else _runtime_dir(root)
     return {
         "PATH": "/usr/bin:/bin",
         "HOME": str(root / "home"),
         "TMPDIR": str(root / "tmp"),
-        "XDG_RUNTIME_DIR": str(root / "run"),
+        "XDG_RUNTIME_DIR": str(run),
         "XDG_CONFIG_HOME": str(root / "config"),
         "XDG_STATE_HOME": str(root / "state"),
         "XDG_CACHE_HOME": str(root / "cache"),
@@ -125,8 +146,8 @@ def bench_call(root: Path, calls: int) -> dict[str, Any]:
     # so the MCP layer's own share is visible.
     from registry_core.dispatch import CallOptions, Dispatcher
 
-    loader = RegistryLoader([tools], env=env)
-    dispatcher = Dispatcher(registry=loader.load, env=env)
+    snapshot = RegistryLoader([tools], env=env).load()  # loaded once, as the server holds one
+    dispatcher = Dispatcher(registry=lambda: snapshot, env=env)
     options = CallOptions(cwd=str(cwd))
     direct: list[float] = []
     for _ in range(min(calls, 50)):
@@ -172,16 +193,72 @@ def bench_list(root: Path, count: int) -> dict[str, Any]:
 
     for _ in range(3):  # a new server each time: the first listing is built afresh
         anyio.run(_with_session, env, cwd, body)
+    raw_firsts: list[float] = []
+    raw_repeats: list[float] = []
+    line = b""
+    for _ in range(3):
+        first_raw, repeat_raw, line = _raw_list(env, cwd)
+        raw_firsts.append(first_raw)
+        raw_repeats.append(repeat_raw)
+    decodes: list[float] = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        message = types.JSONRPCMessage.model_validate_json(line)
+        assert isinstance(message.root, types.JSONRPCResponse)
+        types.ListToolsResult.model_validate(message.root.result)
+        decodes.append(time.perf_counter() - t0)
     load = statistics.median(loads)
     first = statistics.median(firsts)
     return {
         "tools": count,
         "listed": listed[0],
+        "bytes": len(line),
         "load": load,
         "first_list": first,
         "repeat_list": statistics.median(repeats),
+        "server_first": statistics.median(raw_firsts),
+        "server_repeat": statistics.median(raw_repeats),
+        "client_decode": statistics.median(decodes),
         "ratio": first / load,
     }
+
+
+def _raw_list(env: dict[str, str], cwd: Path) -> tuple[float, float, bytes]:
+    """The server's share of ``tools/list``: write the JSON-RPC lines, wait for the
+    response line's bytes, decode nothing. (first, repeated, the response line)."""
+    proc = subprocess.Popen(
+        [str(TOOLS_CLI), "mcp", "--cwd", str(cwd)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        proc.stdin.flush()
+
+    try:
+        client = {"name": "bench", "version": "0"}
+        init = {"protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {}}
+        send({"id": 0, "method": "initialize", "params": {**init, "clientInfo": client}})
+        proc.stdout.readline()
+        send({"method": "notifications/initialized"})
+        times: list[float] = []
+        line = b""
+        for request in (1, 2):
+            t0 = time.perf_counter()
+            send({"id": request, "method": "tools/list"})
+            line = proc.stdout.readline()
+            times.append(time.perf_counter() - t0)
+            assert b'"tools"' in line[:64], line[:200]
+        return times[0], times[1], line
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
 
 
 def report(call: dict[str, Any], listing: dict[str, Any]) -> str:
@@ -211,6 +288,15 @@ def report(call: dict[str, Any], listing: dict[str, Any]) -> str:
             verdict(listing["ratio"] <= LIST_TARGET),
         ),
         ("tools/list, repeated", ms(listing["repeat_list"]), "", "(info)", ""),
+        ("  server share, first (raw client)", ms(listing["server_first"]), "", "(info)", ""),
+        ("  server share, repeated", ms(listing["server_repeat"]), "", "(info)", ""),
+        (
+            f"  SDK client decode ({listing['bytes'] / 1e6:.1f} MB)",
+            ms(listing["client_decode"]),
+            "",
+            "(info)",
+            "",
+        ),
     ]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
@@ -227,6 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         call = bench_call(root / "call", args.calls) if (root / "call").mkdir() is None else {}
         listing = bench_list(root / "list", args.tools) if (root / "list").mkdir() is None else {}
     finally:
+        for run in root.glob("*/run"):
+            if run.is_symlink():
+                shutil.rmtree(run.resolve(), ignore_errors=True)
         shutil.rmtree(root, ignore_errors=True)
     if args.json:
         print(json.dumps({"call": call, "list": listing}, indent=2))

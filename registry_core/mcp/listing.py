@@ -8,11 +8,10 @@ Annotations come from the tool's flags: ``readOnlyHint`` from ``readOnly``;
 elevated and sudo tools are marked destructive, with a title saying that a
 call asks the person for approval.
 
-Speed: a definition is built from values the registry has already validated,
-so it is assembled without re-validation (``model_construct``), and
-:class:`ListingCache` keeps each definition as long as its registry tool is
-the same object: after a watcher refresh of one ``.meta`` only that tool's
-definition is built again (bench/mcp.py).
+Speed: the schema is copied at its top level only (the one key added is
+there), never deep-copied, and :class:`ListingCache` keeps each definition as
+long as its registry tool is the same object: after a watcher refresh of one
+``.meta`` only that tool's definition is built again (bench/mcp.py).
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ def input_schema(tool: Tool) -> dict[str, Any]:
 
 def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     note = approval_note(tool)
-    return types.ToolAnnotations.model_construct(
+    return types.ToolAnnotations(
         title=f"{tool.name} ({note})" if note else tool.name,
         readOnlyHint=tool.read_only,
         destructiveHint=True if note else None,
@@ -58,7 +57,7 @@ def mcp_tool(tool: Tool) -> types.Tool:
     note = approval_note(tool)
     if note:
         description = f"{description} [{note}]" if description else f"[{note}]"
-    return types.Tool.model_construct(
+    return types.Tool(
         name=tool.name,
         description=description,
         inputSchema=input_schema(tool),
