@@ -158,8 +158,16 @@ def parse_profile(data: object, *, name: str, source: str) -> SandboxProfile:
     return profile_parse.parse_profile(data, name=name, source=source)
 
 
-def load_profile_file(path: Path, *, name: str | None = None) -> SandboxProfile:
-    """Read and validate the profile at ``path`` (at most 1 MiB)."""
+def load_profile_file(
+    path: Path, *, name: str | None = None, remember: bool = False
+) -> SandboxProfile:
+    """Read and validate the profile at ``path`` (at most 1 MiB).
+
+    ``remember``: use and keep the parse beside the profile
+    (:mod:`~registry_core.sandbox.profile_cache`); only the user's own
+    configured profiles do (:func:`load_profile`), so reading any other file
+    (the shipped default, a file given on a command line) writes nothing.
+    """
     try:
         # Links are followed (profiles may live in a dotfiles checkout); a FIFO or
         # device never blocks: O_NONBLOCK and a regular-file check.
@@ -176,9 +184,11 @@ def load_profile_file(path: Path, *, name: str | None = None) -> SandboxProfile:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ProfileError(str(path), f"not UTF-8: {exc}") from exc
+    name, source = name or path.stem, str(path)
+    if not remember:
+        return parse_profile_text(text, name=name, source=source)
     from registry_core.sandbox import profile_cache
 
-    name, source = name or path.stem, str(path)
     remembered = profile_cache.recall(path, text, name=name, source=source)
     if remembered is not None:
         return remembered  # the parse of exactly this text: no YAML parser needed
@@ -233,10 +243,10 @@ def load_profile(env: Mapping[str, str], name: str = DEFAULT_PROFILE) -> Sandbox
     path = sandbox_profile_path(env, name)
     if name == DEFAULT_PROFILE and not path.exists():
         install_default_profile(env)
-        profile = load_profile_file(path, name=name)
+        profile = load_profile_file(path, name=name, remember=True)
         note = (
             f"the default profile was missing and has been installed at {path} "
             "(ollie-core would refuse to run without it)"
         )
         return dataclasses.replace(profile, warnings=(*profile.warnings, note))
-    return load_profile_file(path, name=name)
+    return load_profile_file(path, name=name, remember=True)

@@ -12,6 +12,7 @@ import pytest
 
 from registry_core.sandbox import profile_cache
 from registry_core.sandbox.profile import (
+    load_profile,
     load_profile_file,
     parse_profile_text,
     shipped_default_profile,
@@ -34,10 +35,10 @@ def test_the_remembered_parse_equals_a_fresh_parse(tmp_path: Path, text: str) ->
     path = tmp_path / "p.yaml"
     path.write_text(text)
     fresh = parse_profile_text(text, name="p", source=str(path))
-    first = load_profile_file(path)
+    first = load_profile_file(path, remember=True)
     assert profile_cache.cache_path(path).is_file()
     assert profile_cache.recall(path, text, name="p", source=str(path)) == fresh
-    assert load_profile_file(path) == first == fresh
+    assert load_profile_file(path, remember=True) == first == fresh
 
 
 def _poison(path: Path) -> None:
@@ -51,17 +52,17 @@ def _poison(path: Path) -> None:
 def test_an_edited_profile_is_parsed_again(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(ODD)
-    load_profile_file(path)
+    load_profile_file(path, remember=True)
     _poison(path)
     path.write_text(ODD.replace('"{TMPDIR}"', '"{TMPDIR}", "/srv"'))
-    assert load_profile_file(path).filesystem.rw == ("{TMPDIR}", "/srv")
+    assert load_profile_file(path, remember=True).filesystem.rw == ("{TMPDIR}", "/srv")
 
 
 @pytest.mark.parametrize("how", ["group-writable", "symlink", "other-text", "other-code", "shape"])
 def test_an_untrustworthy_cache_is_ignored(tmp_path: Path, how: str) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(ODD)
-    load_profile_file(path)
+    load_profile_file(path, remember=True)
     cache = profile_cache.cache_path(path)
     _poison(path)
     doc = json.loads(cache.read_text())
@@ -83,17 +84,17 @@ def test_an_untrustworthy_cache_is_ignored(tmp_path: Path, how: str) -> None:
     if how in ("group-writable", "symlink"):
         # The poisoned entry is otherwise valid: only the file's trust rules reject it.
         assert profile_cache.from_json(doc["profile"], name="p", source=str(path))
-    assert load_profile_file(path).filesystem.rw == ("{TMPDIR}",)
+    assert load_profile_file(path, remember=True).filesystem.rw == ("{TMPDIR}",)
 
 
 def test_a_remembered_profile_loads_without_a_yaml_parser(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text(ODD)
-    load_profile_file(path)
+    load_profile_file(path, remember=True)
     code = (
         "import sys; from pathlib import Path\n"
         "from registry_core.sandbox.profile import load_profile_file\n"
-        f"p = load_profile_file(Path({str(path)!r}))\n"
+        f"p = load_profile_file(Path({str(path)!r}), remember=True)\n"
         "assert p.network.connect_tcp == (443, 80), p\n"
         "print('yaml' in sys.modules)\n"
     )
@@ -101,3 +102,20 @@ def test_a_remembered_profile_loads_without_a_yaml_parser(tmp_path: Path) -> Non
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_only_the_users_configured_profiles_keep_a_parse(tmp_path: Path) -> None:
+    # Reading some other profile file (the shipped default, a file named on a command
+    # line, a read-only checkout) must leave nothing beside it.
+    path = tmp_path / "elsewhere.yaml"
+    path.write_text("filesystem:\n  rw: ['{TMPDIR}']\n")
+    load_profile_file(path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere.yaml"]
+
+    env = {"HOME": str(tmp_path / "home"), "OLLIE_CFG_PATH": str(tmp_path / "cfg")}
+    load_profile(env)  # installs the default, then loads it as the user's own
+    sandbox_dir = tmp_path / "cfg" / "sandbox"
+    assert sorted(p.name for p in sandbox_dir.iterdir()) == [
+        ".default.yaml.parsed.json",
+        "default.yaml",
+    ]
