@@ -123,3 +123,38 @@ def read_regular(
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_own_cache(path: str | os.PathLike[str], *, limit: int) -> bytes | None:
+    """The content of a cache file we wrote for ourselves, or ``None`` if it cannot be trusted.
+
+    Trusted means: a regular file (links are not followed, a FIFO does not
+    block), owned by the effective user, not writable by group or others, and
+    at most ``limit`` bytes (checked on the size and while reading).  Any
+    ``OSError`` also gives ``None``: a cache that cannot be read is a miss.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid != os.geteuid()
+            or st.st_mode & 0o022
+            or st.st_size > limit
+        ):
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        while chunk := os.read(fd, max(65536, st.st_size + 1 - total)):
+            total += len(chunk)
+            if total > limit:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 import time
 import zlib
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from registry_core.errors import ToolChangedError
+from registry_core.safe_open import read_own_cache
 
 # (device, inode, size, mtime_ns, ctime_ns) of one file version.
 FileKey = tuple[int, int, int, int, int]
@@ -85,33 +85,9 @@ def cache_file(directory: Path, dirs: Iterable[Path]) -> Path:
     return directory / f"{name}.json"
 
 
-def _read_trusted(file: Path) -> bytes | None:
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.geteuid()
-            or st.st_mode & 0o022
-            or st.st_size > MAX_BYTES
-        ):
-            return None
-        parts = []
-        while chunk := os.read(fd, 1 << 20):
-            parts.append(chunk)
-        return b"".join(parts)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def _entries(file: Path, fingerprint: str) -> Entries:
     """The entries of a trustworthy cache file made with these rules, else {}."""
-    data = _read_trusted(file)
+    data = read_own_cache(file, limit=MAX_BYTES)
     if data is None:
         return {}
     try:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import stat
 import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
+from registry_core.safe_open import read_own_cache
 from registry_core.sandbox.profile import (
     AdvancedSection,
     FilesystemSection,
@@ -66,28 +66,6 @@ def fingerprint() -> str:
                 parts.append(f"{file}:unreadable")
         _FINGERPRINT.append("\n".join(parts))
     return _FINGERPRINT[0]
-
-
-def _read_trusted(file: Path) -> bytes | None:
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if (
-            not stat.S_ISREG(st.st_mode)
-            or st.st_uid != os.geteuid()
-            or st.st_mode & 0o022
-            or st.st_size > MAX_BYTES
-        ):
-            return None
-        data = os.read(fd, MAX_BYTES + 1)
-        return data if len(data) <= MAX_BYTES else None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _strs(value: Any) -> tuple[str, ...]:
@@ -150,7 +128,7 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
 
 def recall(profile: Path, text: str, *, name: str, source: str) -> SandboxProfile | None:
     """The remembered parse of exactly ``text``, if there is a trustworthy one."""
-    data = _read_trusted(cache_path(profile))
+    data = read_own_cache(cache_path(profile), limit=MAX_BYTES)
     if data is None:
         return None
     try:

@@ -25,6 +25,7 @@ from registry_core.safe_open import (
     FileTooLargeError,
     NotRegularFileError,
     open_regular,
+    read_own_cache,
     read_regular,
 )
 from registry_core.sandbox.profile import load_profile_file
@@ -169,3 +170,31 @@ def test_a_lock_timeout_names_the_lock_file(tmp_path: Path) -> None:
         exclusive(lock, timeout=0.1),
     ):
         pass
+
+
+def test_read_own_cache_refuses_every_untrusted_file(tmp_path: Path) -> None:
+    """The one trust check of the scan and profile-parse caches: kind, owner, mode, size."""
+    good = tmp_path / "good.json"
+    good.write_bytes(b"x" * 100)
+    good.chmod(0o600)
+    assert read_own_cache(good, limit=100) == b"x" * 100
+    assert read_own_cache(good, limit=99) is None  # too large
+    assert read_own_cache(tmp_path / "missing", limit=100) is None
+    link = tmp_path / "link.json"
+    link.symlink_to(good)
+    assert read_own_cache(link, limit=100) is None
+    shared = tmp_path / "shared.json"
+    shared.write_bytes(b"{}")
+    for mode in (0o620, 0o602):
+        shared.chmod(mode)
+        assert read_own_cache(shared, limit=100) is None
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo, 0o600)
+    assert bounded(lambda: read_own_cache(fifo, limit=100)) == (None, None)
+    assert read_own_cache(tmp_path, limit=100) is None  # a directory
+    if os.geteuid() == 0:
+        foreign = tmp_path / "foreign.json"
+        foreign.write_bytes(b"{}")
+        foreign.chmod(0o600)
+        os.chown(foreign, 65534, 65534)
+        assert read_own_cache(foreign, limit=100) is None
