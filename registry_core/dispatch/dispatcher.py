@@ -16,7 +16,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -297,16 +297,7 @@ class Dispatcher:
         env.update(extra)
         argv = [executable]
         if sandbox is not None:
-            result = run_process(
-                argv,
-                stdin,
-                env=env,
-                cwd=cwd,
-                timeout=options.timeout,
-                limit=options.limit,
-                preexec=sandbox.preexec,
-                on_start=options.on_start,
-            )
+            result = _spawn(argv, stdin, env, cwd, options, preexec=sandbox.preexec)
             unenforced = (_NO_NAMESPACES, *sandbox.report.unenforced)
             return self._finish(
                 tool, argv, result, options, sandboxed=sandbox.enforcing, unenforced=unenforced
@@ -324,16 +315,7 @@ class Dispatcher:
             abi=abi,
         )
         try:
-            result = run_process(
-                launch.argv,
-                stdin,
-                env=env,
-                cwd=cwd,
-                timeout=options.timeout,
-                limit=options.limit,
-                pass_fds=launch.pass_fds,
-                on_start=options.on_start,
-            )
+            result = _spawn(launch.argv, stdin, env, cwd, options, pass_fds=launch.pass_fds)
             if not result.timed_out:
                 launch.check(result.stderr)
         finally:
@@ -369,15 +351,7 @@ class Dispatcher:
         )
         self.gate.authorize(request)
         env = {**self.env, **extra}
-        result = run_process(
-            argv,
-            stdin,
-            env=env,
-            cwd=cwd,
-            timeout=options.timeout,
-            limit=options.limit,
-            on_start=options.on_start,
-        )
+        result = _spawn(argv, stdin, env, cwd, options)
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True)
 
     def _run_sudo(
@@ -398,15 +372,7 @@ class Dispatcher:
         env = {**self.env, **extra, **grant.env}
         if self.askpass:
             env["SUDO_ASKPASS"] = self.askpass
-        result = run_process(
-            argv,
-            stdin,
-            env=env,
-            cwd=cwd,
-            timeout=options.timeout,
-            limit=options.limit,
-            on_start=options.on_start,
-        )
+        result = _spawn(argv, stdin, env, cwd, options)
         if grant.grant:
             auth_failed = b"incorrect password attempt" in result.stderr or (
                 result.exit_code == 1 and b"a password is required" in result.stderr
@@ -416,6 +382,30 @@ class Dispatcher:
                 # The credential gate said no: sudo never ran the tool.
                 raise ElevationDeniedError(refused)
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True, sudo=True)
+
+
+def _spawn(
+    argv: Sequence[str],
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: str,
+    options: CallOptions,
+    *,
+    preexec: Callable[[], None] | None = None,
+    pass_fds: Sequence[int] = (),
+) -> ProcessResult:
+    """Run one tool process with the call's timeout, output limit and start hook."""
+    return run_process(
+        argv,
+        stdin,
+        env=env,
+        cwd=cwd,
+        timeout=options.timeout,
+        limit=options.limit,
+        preexec=preexec,
+        pass_fds=pass_fds,
+        on_start=options.on_start,
+    )
 
 
 def parallel_safe(registry: Registry, names: list[str]) -> bool:
