@@ -29,7 +29,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -292,6 +292,17 @@ def remove(user: SudoUser) -> None:
     shutil.rmtree(user.base, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def throwaway() -> Iterator[SudoUser]:
+    """:func:`create` once real sudo is known to work; :func:`remove` on the way out."""
+    require_real_sudo()
+    user = create()
+    try:
+        yield user
+    finally:
+        remove(user)  # kills what was started as the user, removes the account
+
+
 class UserDirs:
     """One test's HOME, XDG and temporary directories, owned by the user."""
 
@@ -432,6 +443,24 @@ class BrokerProcess:
             pass
         os.close(self._events_fd)
         return self.stdout_path.read_bytes(), self.stderr_path.read_bytes()
+
+
+@contextlib.contextmanager
+def broker_starter(
+    dirs: UserDirs, logs: Path
+) -> Iterator[Callable[[dict[str, Any]], BrokerProcess]]:
+    """A function starting scripted brokers for ``dirs``; those still running stop on exit."""
+    brokers: list[BrokerProcess] = []
+
+    def start(script: dict[str, Any]) -> BrokerProcess:
+        broker = BrokerProcess(dirs, script, logs)
+        brokers.append(broker)
+        return broker
+
+    yield start
+    for broker in brokers:
+        if broker.proc.returncode is None:
+            broker.stop()
 
 
 def files_containing(needle: bytes, roots: Iterable[Path]) -> list[Path]:

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 import sudo_user
-from sudo_user import BrokerProcess, SudoUser, UserDirs, files_containing
+from sudo_user import SudoUser, UserDirs, files_containing
 
 from registry_core.paths import resources_dir
 
@@ -110,12 +110,8 @@ echo ran
 
 @pytest.fixture(scope="module")
 def user() -> Iterator[SudoUser]:
-    sudo_user.require_real_sudo()
-    created = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as created:
         yield created
-    finally:
-        sudo_user.remove(created)
 
 
 @pytest.fixture
@@ -147,17 +143,8 @@ def tools(dirs: UserDirs) -> Path:
 
 @pytest.fixture
 def start_broker(dirs: UserDirs, tmp_path: Path) -> Iterator[Any]:
-    brokers: list[BrokerProcess] = []
-
-    def start(script: dict[str, Any]) -> BrokerProcess:
-        broker = BrokerProcess(dirs, script, tmp_path)
-        brokers.append(broker)
-        return broker
-
-    yield start
-    for broker in brokers:
-        if broker.proc.returncode is None:
-            broker.stop()
+    with sudo_user.broker_starter(dirs, tmp_path) as start:
+        yield start
 
 
 def call(

@@ -19,19 +19,15 @@ from typing import Any
 import pytest
 import sudo_user
 from plugin_harness import DEADLINE, SPAWNER, alive, read_to_eof, wait_all_gone, wait_for_file
-from sudo_user import BrokerProcess, SudoUser, UserDirs
+from sudo_user import SudoUser, UserDirs
 
 APPROVE = {"approved": True, "remember": "once"}
 
 
 @pytest.fixture(scope="module")
 def user() -> Iterator[SudoUser]:
-    sudo_user.require_real_sudo()
-    created = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as created:
         yield created
-    finally:
-        sudo_user.remove(created)  # kills what was started as the user, removes the account
 
 
 @pytest.fixture
@@ -45,17 +41,8 @@ def dirs(user: SudoUser, request: pytest.FixtureRequest) -> UserDirs:
 
 @pytest.fixture
 def start_broker(dirs: UserDirs, tmp_path: Path) -> Iterator[Any]:
-    brokers: list[BrokerProcess] = []
-
-    def start(script: dict[str, Any]) -> BrokerProcess:
-        broker = BrokerProcess(dirs, script, tmp_path)
-        brokers.append(broker)
-        return broker
-
-    yield start
-    for broker in brokers:
-        if broker.proc.returncode is None:
-            broker.stop()
+    with sudo_user.broker_starter(dirs, tmp_path) as start:
+        yield start
 
 
 def start_plugin(dirs: UserDirs, code: str) -> subprocess.Popen[bytes]:

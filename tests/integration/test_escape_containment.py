@@ -70,13 +70,9 @@ def _require_programs() -> None:
 
 @pytest.fixture(scope="module")
 def user() -> Iterator[SudoUser]:
-    sudo_user.require_real_sudo()
     _require_programs()
-    account = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as account:
         yield account
-    finally:
-        sudo_user.remove(account)
 
 
 class Desk:

@@ -44,12 +44,8 @@ def usage_blocks(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def newcomer() -> Iterator[SudoUser]:
-    sudo_user.require_real_sudo()
-    user = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as user:
         yield user
-    finally:
-        sudo_user.remove(user)
 
 
 class Terminal:

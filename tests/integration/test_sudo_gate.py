@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import sudo_user
-from sudo_user import BrokerProcess, SudoUser, UserDirs
+from sudo_user import SudoUser, UserDirs
 
 pytestmark = pytest.mark.realstack
 
@@ -33,12 +33,8 @@ DENIED = 77
 
 @pytest.fixture(scope="session")
 def user() -> Iterator[SudoUser]:
-    sudo_user.require_real_sudo()
-    created = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as created:
         yield created
-    finally:
-        sudo_user.remove(created)
 
 
 @pytest.fixture
@@ -48,17 +44,8 @@ def dirs(user: SudoUser, request: pytest.FixtureRequest) -> UserDirs:
 
 @pytest.fixture
 def start_broker(dirs: UserDirs, tmp_path: Path) -> Iterator[Any]:
-    brokers: list[BrokerProcess] = []
-
-    def start(script: dict[str, Any]) -> BrokerProcess:
-        broker = BrokerProcess(dirs, script, tmp_path)
-        brokers.append(broker)
-        return broker
-
-    yield start
-    for broker in brokers:
-        if broker.proc.returncode is None:
-            broker.stop()
+    with sudo_user.broker_starter(dirs, tmp_path) as start:
+        yield start
 
 
 def uid_of(result: subprocess.CompletedProcess[str]) -> int:
