@@ -28,42 +28,71 @@ SANDBOX_LABEL = "from inside the sandbox"
 NAMESPACES = ("user", "mnt", "pid")
 
 
-def _namespace(proc: Path, pid: str, name: str) -> str:
-    return os.readlink(proc / pid / "ns" / name)
+def read_proc_file(path: str) -> bytes:
+    """Up to 64 KiB of a ``/proc`` file in one open and as few reads as it takes;
+    raises OSError.  (No buffered file object: this runs for every connection.)"""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size < 65536:
+            chunk = os.read(fd, 65536 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
-def _no_new_privs(proc: Path, pid: str) -> bool:
-    """The ``NoNewPrivs`` flag of ``pid``; raises OSError/ValueError when unreadable."""
-    with open(proc / pid / "status", "rb") as fh:
-        status = fh.read(65536)
-    for line in status.splitlines():
-        if line.startswith(b"NoNewPrivs:"):
-            return line.split()[1] != b"0"
-    raise ValueError("no NoNewPrivs line")
+def no_new_privs(status: bytes) -> bool:
+    """The ``NoNewPrivs`` flag in a ``/proc/<pid>/status`` text; raises ValueError/IndexError."""
+    start = status.find(b"\nNoNewPrivs:")
+    if start < 0:
+        raise ValueError("no NoNewPrivs line")
+    end = status.find(b"\n", start + 1)
+    return status[start + 12 : end if end >= 0 else None].split()[0] != b"0"
 
 
-def sandbox_reasons(pid: int, *, proc: Path = Path("/proc"), own: str = "self") -> tuple[str, ...]:
+def sandbox_reasons(
+    pid: int,
+    *,
+    proc: Path | str = "/proc",
+    own: str = "self",
+    status: bytes | None = None,
+) -> tuple[str, ...]:
     """Why peer ``pid`` counts as sandboxed (empty: it does not).
 
     ``own`` names the broker's own ``/proc`` entry (``self``); ``proc`` is the
-    proc file system (both are parameters for the tests)."""
+    proc file system (both are parameters for the tests).  ``status`` is the
+    peer's ``/proc/<pid>/status`` when the caller has just read it (one read
+    serves this check and the parent pid); an empty one counts as unreadable.
+
+    Four readlinks and at most one read per call, nothing cached: the broker's
+    own namespaces are read afresh too, so a comparison never rests on an
+    earlier answer."""
     reasons: list[str] = []
-    peer = str(pid)
+    base = os.fspath(proc)
+    peer = f"{base}/{pid}"
+    mine = f"{base}/{own}"
     for name in NAMESPACES:
         try:
-            theirs = _namespace(proc, peer, name)
+            theirs = os.readlink(f"{peer}/ns/{name}")
         except OSError as exc:
             reasons.append(f"cannot read its {name} namespace ({exc.strerror or exc})")
             continue
         try:
-            ours = _namespace(proc, own, name)
+            ours = os.readlink(f"{mine}/ns/{name}")
         except OSError as exc:
             reasons.append(f"cannot read the broker's own {name} namespace ({exc.strerror or exc})")
             continue
         if theirs != ours:
             reasons.append(f"it runs in another {name} namespace")
     try:
-        if _no_new_privs(proc, peer):
+        if status is None:
+            status = read_proc_file(f"{peer}/status")
+        if no_new_privs(status):
             reasons.append("it runs with no_new_privs (NoNewPrivs: 1)")
     except (OSError, ValueError, IndexError) as exc:
         reasons.append(f"cannot read its NoNewPrivs flag ({exc})")

@@ -17,7 +17,7 @@ import socket
 import struct
 from dataclasses import dataclass, field
 
-from registry_core.elevation.confinement import SANDBOX_LABEL, sandbox_reasons
+from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
 
 _MAX_PARENTS = 8
 
@@ -78,8 +78,7 @@ class Requester:
 
 def _read(path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
-            return fh.read(65536)
+        return read_proc_file(path)
     except OSError:
         return b""
 
@@ -96,23 +95,32 @@ def _cmdline(pid: int) -> tuple[str, ...]:
     return tuple(p.decode("utf-8", "replace") for p in raw.split(b"\0") if p)
 
 
+def _status_ppid(status: bytes) -> int:
+    """The ``PPid:`` line's number in a status text (0: none or not a number)."""
+    start = status.find(b"\nPPid:")
+    if start < 0:
+        return 0
+    end = status.find(b"\n", start + 1)
+    try:
+        return int(status[start + 6 : end if end >= 0 else None])
+    except ValueError:
+        return 0
+
+
 def _ppid(pid: int) -> int:
-    for line in _read(f"/proc/{pid}/status").splitlines():
-        if line.startswith(b"PPid:"):
-            try:
-                return int(line.split()[1])
-            except (IndexError, ValueError):
-                return 0
-    return 0
+    return _status_ppid(_read(f"/proc/{pid}/status"))
 
 
 def process_info(pid: int) -> ProcessInfo:
     return ProcessInfo(pid, _link(f"/proc/{pid}/exe"), _cmdline(pid))
 
 
-def parent_chain(pid: int, limit: int = _MAX_PARENTS) -> tuple[ProcessInfo, ...]:
+def parent_chain(
+    pid: int, limit: int = _MAX_PARENTS, *, ppid: int | None = None
+) -> tuple[ProcessInfo, ...]:
+    """The ancestors of ``pid``, nearest first (``ppid``: its parent, if already read)."""
     chain: list[ProcessInfo] = []
-    current = _ppid(pid)
+    current = _ppid(pid) if ppid is None else ppid
     while current > 1 and len(chain) < limit:
         chain.append(process_info(current))
         current = _ppid(current)
@@ -127,7 +135,9 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 
 def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
-    reasons = sandbox_reasons(pid)
+    # One read of the status file serves the sandbox check and the parent pid.
+    status = _read(f"/proc/{pid}/status")
+    reasons = sandbox_reasons(pid, status=status)
     info = process_info(pid)
     return Requester(
         pid=pid,
@@ -136,7 +146,7 @@ def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
         exe=info.exe,
         cmdline=info.cmdline,
         cwd=_link(f"/proc/{pid}/cwd"),
-        parents=parent_chain(pid),
+        parents=parent_chain(pid, ppid=_status_ppid(status)),
         host=host,
         sandboxed=bool(reasons),
         sandbox_reasons=reasons,

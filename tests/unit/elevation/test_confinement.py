@@ -161,3 +161,15 @@ def test_a_peer_that_is_gone_is_sandboxed() -> None:
     child.wait(DEADLINE)
     peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
     assert peer.sandboxed
+
+
+def test_a_status_text_without_the_flag_is_sandboxed(proc: Path) -> None:
+    """describe_peer hands in the status it read once: an empty one (unreadable) fails closed."""
+    fake_process(proc, "42")
+    [reason] = sandbox_reasons(42, proc=proc, status=b"")
+    assert reason.startswith("cannot read its NoNewPrivs flag")
+    assert sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\t1\n") == (
+        "it runs with no_new_privs (NoNewPrivs: 1)",
+    )
+    [reason] = sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\n")
+    assert reason.startswith("cannot read its NoNewPrivs flag")
