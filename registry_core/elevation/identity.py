@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
@@ -43,6 +44,8 @@ class Requester:
     exe: str = ""
     cmdline: tuple[str, ...] = ()
     cwd: str = ""
+    # The ancestors, nearest first: given, or (``ancestry``) read from /proc the first
+    # time :meth:`ancestors` is asked (only a dialog shows them); see describe_peer.
     parents: tuple[ProcessInfo, ...] = field(default=())
     host: str = ""
     remote: bool = False
@@ -53,6 +56,19 @@ class Requester:
     # Inside a sandbox (see confinement.py): labelled so, never given a password.
     sandboxed: bool = False
     sandbox_reasons: tuple[str, ...] = ()
+    ancestry: Callable[[], tuple[ProcessInfo, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def ancestors(self) -> tuple[ProcessInfo, ...]:
+        """The parent chain: ``parents``, or read once through ``ancestry``."""
+        if self.ancestry is None:
+            return self.parents
+        chain: tuple[ProcessInfo, ...] | None = self.__dict__.get("_ancestors")
+        if chain is None:
+            chain = self.ancestry()
+            object.__setattr__(self, "_ancestors", chain)
+        return chain
 
     @property
     def origin(self) -> str:
@@ -67,7 +83,7 @@ class Requester:
             "cmdline": list(self.cmdline),
             "cwd": self.cwd,
             "parents": [
-                {"pid": p.pid, "exe": p.exe, "cmdline": list(p.cmdline)} for p in self.parents
+                {"pid": p.pid, "exe": p.exe, "cmdline": list(p.cmdline)} for p in self.ancestors()
             ],
             "host": self.host,
             "remote": self.remote,
@@ -115,16 +131,37 @@ def process_info(pid: int) -> ProcessInfo:
     return ProcessInfo(pid, _link(f"/proc/{pid}/exe"), _cmdline(pid))
 
 
-def parent_chain(
-    pid: int, limit: int = _MAX_PARENTS, *, ppid: int | None = None
-) -> tuple[ProcessInfo, ...]:
-    """The ancestors of ``pid``, nearest first (``ppid``: its parent, if already read)."""
+def parent_chain(pid: int, limit: int = _MAX_PARENTS) -> tuple[ProcessInfo, ...]:
+    """The ancestors of ``pid``, nearest first."""
     chain: list[ProcessInfo] = []
-    current = _ppid(pid) if ppid is None else ppid
+    current = _ppid(pid)
     while current > 1 and len(chain) < limit:
         chain.append(process_info(current))
         current = _ppid(current)
     return tuple(chain)
+
+
+def start_time(pid: int) -> bytes:
+    """Field 22 of ``/proc/<pid>/stat`` (clock ticks after boot), b"" when unreadable.
+
+    With the pid it names one process: a pid reused later has another start time."""
+    raw = _read(f"/proc/{pid}/stat")
+    fields = raw[raw.rfind(b")") + 2 :].split()  # the command name may hold anything
+    return fields[19] if len(fields) > 19 else b""
+
+
+def _ancestry(pid: int, started: bytes) -> Callable[[], tuple[ProcessInfo, ...]]:
+    """Reads ``pid``'s parent chain when called, if ``pid`` is still the process that
+    started at ``started`` before and after the walk (else no chain: never the
+    ancestors of a process that took over the pid)."""
+
+    def read() -> tuple[ProcessInfo, ...]:
+        if not started or start_time(pid) != started:
+            return ()
+        chain = parent_chain(pid)
+        return chain if start_time(pid) == started else ()
+
+    return read
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
@@ -135,9 +172,11 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 
 def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
-    # One read of the status file serves the sandbox check and the parent pid.
+    """Who ``pid`` is: sandbox check, exe, command line and cwd now; the parent chain
+    (up to eight processes, three reads each) only when a dialog asks for it."""
     status = _read(f"/proc/{pid}/status")
     reasons = sandbox_reasons(pid, status=status)
+    started = start_time(pid)
     info = process_info(pid)
     return Requester(
         pid=pid,
@@ -146,7 +185,7 @@ def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
         exe=info.exe,
         cmdline=info.cmdline,
         cwd=_link(f"/proc/{pid}/cwd"),
-        parents=parent_chain(pid, ppid=_status_ppid(status)),
+        ancestry=_ancestry(pid, started),
         host=host,
         sandboxed=bool(reasons),
         sandbox_reasons=reasons,

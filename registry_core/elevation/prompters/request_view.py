@@ -133,7 +133,7 @@ def _is_agent(name: str) -> bool:
 def agent_name(requester: Requester) -> str | None:
     """The nearest process (the requester first) that is not a shell or interpreter."""
     me = ProcessInfo(requester.pid, requester.exe, requester.cmdline)
-    for proc in (me, *requester.parents):
+    for proc in (me, *requester.ancestors()):
         name = program_name(proc)
         if _is_agent(name):
             return name
@@ -180,7 +180,7 @@ def elide_secrets(args: tuple[str, ...]) -> list[str]:
 def process_chain(requester: Requester) -> list[str]:
     """``pid command`` lines, the requester first, then its parent, and so on up."""
     lines = [f"{requester.pid} {' '.join(requester.cmdline) or requester.exe or '?'}"]
-    for proc in requester.parents:
+    for proc in requester.ancestors():
         text = " ".join(elide_secrets(proc.cmdline)) or proc.exe or "?"
         if len(text) > ANCESTOR_CHARS:
             text = text[:ANCESTOR_CHARS] + " …"

@@ -209,7 +209,7 @@ def _requester_fields(request: ApprovalRequest, limits: Limits) -> list[Field]:
     ]
     chain = tuple(
         clip(clean(f"{p.pid} {shell_join(p.cmdline) or p.exe or '?'}"), limits.line_chars)
-        for p in who.parents
+        for p in who.ancestors()
     )
     fields.append(Field("Parent chain", chain or ("(none)",)))
     return fields

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -11,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from registry_core.elevation import identity
 from registry_core.elevation.identity import (
     Requester,
     describe_peer,
     parent_chain,
     peer_credentials,
     process_info,
+    start_time,
 )
 
 
@@ -69,7 +73,7 @@ def test_describe_peer_records_cwd_and_parents(
     )
     assert peer.cwd == str(tmp_path)
     assert peer.cmdline[-1] == "marker-arg"
-    assert peer.parents[0].pid == os.getpid()
+    assert peer.ancestors()[0].pid == os.getpid()
     data = peer.to_json()
     assert data["pid"] == child.pid
     assert data["cwd"] == str(tmp_path)
@@ -84,10 +88,53 @@ def test_a_vanished_process_gives_empty_facts() -> None:
     assert (info.exe, info.cmdline) == ("", ())
     assert parent_chain(proc.pid) == ()
     peer = describe_peer(proc.pid, os.getuid(), os.getgid(), "h")
-    assert (peer.exe, peer.cwd, peer.parents) == ("", "", ())
+    assert (peer.exe, peer.cwd, peer.ancestors()) == ("", "", ())
 
 
 def test_requester_defaults() -> None:
     plain = Requester(pid=7, uid=1, gid=1)
     assert plain.to_json()["cmdline"] == []
     assert plain.to_json()["parents"] == []
+
+
+def test_the_parent_chain_is_read_when_asked_and_only_of_the_same_process(
+    child: subprocess.Popen[bytes],
+) -> None:
+    """describe_peer leaves the chain for the dialog; by then the pid must still name
+    the process that connected (same start time), else no chain is shown."""
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert start_time(child.pid) != b""
+    # A process that took over the pid has another start time: its ancestors never show.
+    impostor = dataclasses.replace(
+        peer, ancestry=identity._ancestry(child.pid, b"1" + start_time(child.pid))
+    )
+    assert impostor.ancestors() == ()
+    assert [p.pid for p in peer.ancestors()] == [p.pid for p in parent_chain(child.pid)]
+    assert peer.ancestors()[0].pid == os.getpid()
+
+
+def test_a_peer_gone_before_its_chain_is_asked_shows_none() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        peer = describe_peer(proc.pid, os.getuid(), os.getgid(), "h")
+        assert peer.exe
+    finally:
+        proc.communicate(b"", timeout=10)
+    assert peer.ancestors() == ()
+
+
+def test_start_time_of_a_command_name_with_spaces_and_parens(tmp_path: Path) -> None:
+    """The stat line's command name may hold ") " — fields are counted after the last ")"."""
+    odd = tmp_path / "a) 1 2 3 4"
+    shutil.copy("/bin/sleep", odd)
+    proc = subprocess.Popen([str(odd), "30"])  # returns once the exec is done
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_bytes()
+        assert b"(a) 1 2 3 4)" in stat
+        assert start_time(proc.pid) == stat.rsplit(b")", 1)[1].split()[19]
+        assert start_time(proc.pid) != b""
+    finally:
+        proc.kill()
+        proc.wait(10)
