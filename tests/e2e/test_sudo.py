@@ -58,17 +58,13 @@ BIG_FILE = 64 * 1024 * 1024
 @pytest.fixture(scope="module")
 def account(desktop: Any) -> Iterator[SudoUser]:
     """The test user (its name unique to this run), for this module only."""
-    sudo_user.require_real_sudo()
-    user = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as user:
         prepare_tray_runtime(user)
         xenv = {"PATH": "/usr/bin:/bin", "DISPLAY": desktop.display}
         probe = run_as(user, ["xwininfo", "-root"], xenv)
         if probe.returncode != 0:
             raise E2EError(f"{user.name} cannot open {desktop.display}: {probe.stderr}")
         yield user
-    finally:
-        sudo_user.remove(user)
 
 
 class ExposureWatch:

@@ -30,12 +30,8 @@ TOOL = "write_protected_note"
 @pytest.fixture(scope="module")
 def wl_user() -> Iterator[SudoUser]:
     wh.require_wayland("sway", "swaymsg", "waybar", "grim", "wtype", "dbus-daemon")
-    sudo_user.require_real_sudo()
-    user = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as user:
         yield user
-    finally:
-        sudo_user.remove(user)
 
 
 @pytest.fixture

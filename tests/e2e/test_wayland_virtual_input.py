@@ -35,12 +35,8 @@ NO_VIRTUAL_INPUT = "the compositor offers no virtual input to clients"
 @pytest.fixture(scope="module")
 def vi_user() -> Iterator[SudoUser]:
     wh.require_wayland("sway", "swaymsg", "wtype", "weston", "dbus-daemon")
-    sudo_user.require_real_sudo()
-    user = sudo_user.create()
-    try:
+    with sudo_user.throwaway() as user:
         yield user
-    finally:
-        sudo_user.remove(user)
 
 
 @pytest.fixture
