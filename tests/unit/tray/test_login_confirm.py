@@ -8,13 +8,12 @@ prompter's flow are real.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
-import qasync
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
+from qt_async import run, until
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.login_check import LoginCheckDialog
@@ -33,26 +32,6 @@ class FakeVerifier:
     def __call__(self, user: str, password: str) -> bool:
         self.seen.append(user)
         return password == RIGHT
-
-
-def run(qapp: QApplication, coro: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    loop = qasync.QEventLoop(qapp)
-    asyncio.set_event_loop(loop)
-    qapp.setQuitOnLastWindowClosed(False)
-    try:
-        with loop:
-            return loop.run_until_complete(coro())
-    finally:
-        asyncio.set_event_loop(None)
-
-
-async def until(predicate: Callable[[], Any]) -> Any:
-    for _ in range(1000):
-        value = predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.01)
-    raise AssertionError("not reached")
 
 
 def prompter(verify: FakeVerifier, *, required: bool = True) -> QtPrompter:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import qasync
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
+from qt_async import run, until
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.password import PasswordDialog
@@ -53,26 +53,6 @@ class FakeVault:
         self.calls.append(f"delete {user}@{host}")
         self.stored = None
         return True
-
-
-def run(qapp: QApplication, coro: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    loop = qasync.QEventLoop(qapp)
-    asyncio.set_event_loop(loop)
-    qapp.setQuitOnLastWindowClosed(False)
-    try:
-        with loop:
-            return loop.run_until_complete(coro())
-    finally:
-        asyncio.set_event_loop(None)
-
-
-async def until(predicate: Callable[[], Any]) -> Any:
-    for _ in range(1000):
-        value = predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.01)
-    raise AssertionError("not reached")
 
 
 def test_approval_dialog_answer_becomes_the_result(
