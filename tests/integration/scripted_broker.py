@@ -394,6 +394,15 @@ def live_server(
         yield thread
 
 
+@contextlib.contextmanager
+def server_without_tools(base: Path, prompter: FakePrompter) -> Iterator[ServerThread]:
+    """:func:`live_server` with no tools, state in ``base``, socket ``base/run/elevate.sock``."""
+    tools = base / "tools"
+    tools.mkdir()
+    with live_server([tools], base, base / "run" / "elevate.sock", prompter) as thread:
+        yield thread
+
+
 # --- the launcher (a separate process, possibly another user) ---------------------
 
 

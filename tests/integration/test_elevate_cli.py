@@ -15,7 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_broker import FakePrompter, ServerThread, audit_records, live_server
+from scripted_broker import (
+    FakePrompter,
+    ServerThread,
+    audit_records,
+    live_server,
+    server_without_tools,
+)
 
 from registry_core.elevation.prompter import Approval, Remember
 
@@ -30,9 +36,7 @@ def prompter() -> FakePrompter:
 
 @pytest.fixture
 def server(tmp_path: Path, prompter: FakePrompter) -> Iterator[ServerThread]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    with live_server([tools], tmp_path, tmp_path / "run" / "elevate.sock", prompter) as thread:
+    with server_without_tools(tmp_path, prompter) as thread:
         yield thread
 
 

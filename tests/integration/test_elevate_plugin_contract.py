@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from plugin_harness import DEADLINE, SPAWNER, alive, read_to_eof, wait_all_gone, wait_for_file
-from scripted_broker import FakePrompter, ServerThread, live_server
+from scripted_broker import FakePrompter, ServerThread, live_server, server_without_tools
 
 from registry_core.elevation.prompter import Approval
 
@@ -56,9 +56,7 @@ def prompter() -> FakePrompter:
 
 @pytest.fixture
 def server(tmp_path: Path, prompter: FakePrompter) -> Iterator[ServerThread]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    with live_server([tools], tmp_path, tmp_path / "run" / "elevate.sock", prompter) as thread:
+    with server_without_tools(tmp_path, prompter) as thread:
         yield thread
 
 
@@ -189,9 +187,7 @@ def test_sigkill_while_the_person_decides_withdraws_the_question(
     tmp_path: Path, session: Path
 ) -> None:
     prompter = FakePrompter(hold_approvals=True, default=Approval(True))
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    with live_server([tools], tmp_path, tmp_path / "run" / "elevate.sock", prompter) as server:
+    with server_without_tools(tmp_path, prompter) as server:
         proc = start_plugin("touch ran", session, plugin_env(server, tmp_path))
         asked = prompter.wait_for(lambda e: e["type"] == "approval")
         proc.kill()  # what ollie-core does at its deadline
