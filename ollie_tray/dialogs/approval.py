@@ -441,7 +441,8 @@ class ApprovalDialog(QDialog):
         left = self._remaining()
         self._show_remaining(left)
         if left <= 0:
-            self._finish(Approval(False, Remember.ONCE, f"no answer within {self._countdown_s} s"))
+            reason = f"no answer within {self._countdown_s} s"
+            self._finish(Approval(False, Remember.ONCE, reason, timed_out=True))
 
     def _on_deny(self) -> None:
         deny_always = self.selected_remember() is Remember.DENY_ALWAYS

@@ -399,6 +399,10 @@ class Broker:
         except Exception as exc:
             reason = f"the front-end failed: {exc}"
             return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
+        if answer.timed_out and not answer.approved:
+            # The dialog's countdown ended first: the same unattended timeout as above.
+            reason = answer.reason or f"no answer within {ar.timeout:g} s"
+            return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
         remember = answer.remember
         if ar.action is not None:
             if not answer.approved and remember is not Remember.DENY_ALWAYS:

@@ -122,6 +122,8 @@ class Approval:
     reason: str = ""
     # For an action: the remember pattern as the person left it (None: as suggested).
     pattern: str | None = None
+    # The front-end's own countdown ran out: nobody answered (a timeout, not a "no").
+    timed_out: bool = False
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,17 @@ def test_remembered_deny_paused_and_timeout_are_recorded(setup: Setup) -> None:
     assert newest.line().startswith("greet — no answer in time: no answer within")
 
 
+def test_the_dialogs_own_countdown_is_a_timeout_too(setup: Setup) -> None:
+    # The front-end's countdown may end a moment before the broker's: still nobody
+    # answered, so it is recorded, audited and shown as a timeout, not as a "no".
+    ran_out = Approval(False, Remember.ONCE, "no answer within 3 s", timed_out=True)
+    broker = setup.broker(FakePrompter([ran_out]))
+    [reply] = decide(broker, setup, setup.request())
+    assert (reply.decision, reply.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
+    assert whys(setup) == [("greet", DeniedBy.TIMEOUT)]
+    assert setup.audit()[-1]["by"] == "timeout"
+
+
 def test_denials_by_the_person_are_not_recorded(setup: Setup) -> None:
     broker = setup.broker(FakePrompter([Approval(False), Approval(True)]))
     decide(broker, setup, setup.request(), setup.request(rid=2))

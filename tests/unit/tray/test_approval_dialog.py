@@ -339,7 +339,7 @@ def test_countdown_ends_in_deny(qtbot: QtBot, approval_request: Factory) -> None
     assert dialog.countdown_label.text() == "Denying automatically in 1 s"
     with qtbot.waitSignal(dialog.decided, timeout=3000) as blocker:
         pass
-    assert blocker.args == [Approval(False, Remember.ONCE, "no answer within 1 s")]
+    assert blocker.args == [Approval(False, Remember.ONCE, "no answer within 1 s", timed_out=True)]
     assert not dialog.isVisible()
 
 
