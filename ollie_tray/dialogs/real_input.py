@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
-from PySide6.QtGui import QKeyEvent, QMouseEvent
+from PySide6.QtGui import QFocusEvent, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import QLabel, QPushButton, QWidget
 
 from ollie_tray.dialogs import common as c
@@ -251,6 +251,11 @@ class ApproveButton(QPushButton):
             self.ignored.emit(why)
         else:
             self.approved.emit()
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        # Said in --verbose logs: where a key would land is otherwise invisible.
+        log.info("Approve has the keyboard focus (%s)", event.reason().name)
+        super().focusInEvent(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() in _APPROVE_KEYS and not event.isAutoRepeat():
