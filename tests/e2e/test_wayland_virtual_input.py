@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import sudo_user
 import wayland_harness as wh
-from e2e_driver import E2EError, wait_for
+from e2e_driver import wait_for
 from sudo_user import SudoUser
 
 from ollie_tray.dialogs.real_input import ACCEPT_SYNTHETIC_ENV, VIRTUAL_INPUT_NOTICE
@@ -104,15 +104,9 @@ def test_wtype_cannot_approve_on_sway_and_the_dialog_warns(ws: wh.WaylandSession
         wait_for(lambda: _focused(ws, dialog["id"]), "the dialog focused")  # noqa: B023
         armed = f"approval dialog for r{attempt}: Approve is armed"
         wait_for(lambda: armed in ws.log("tray"), "Approve armed")  # noqa: B023
-        focused = "Approve has the keyboard focus"
-        before = ws.log("tray").count(focused)
-        assert ws.run(["wtype", "-k", "Tab"]).returncode == 0
-        try:  # a Tab sway delivered before Qt had the keyboard is lost: press it again
-            wait_for(lambda: ws.log("tray").count(focused) > before, "Approve focused", 3)  # noqa: B023
-        except E2EError:
-            assert ws.run(["wtype", "-k", "Tab"]).returncode == 0
-            wait_for(lambda: ws.log("tray").count(focused) > before, "Approve focused")  # noqa: B023
-        assert ws.run(["wtype", "-k", "space"]).returncode == 0
+        # A new virtual keyboard's first key may be lost while Qt takes its keymap:
+        # let that be a harmless Shift.
+        assert ws.run(["wtype", "-k", "Shift_L", "-k", "Tab", "-k", "space"]).returncode == 0
         wait_for(
             lambda: agent.poll() is not None or refused in ws.log("tray"),  # noqa: B023
             "the key press on Approve refused, or the call ended",
