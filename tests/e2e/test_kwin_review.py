@@ -1,0 +1,128 @@
+"""Review in a notification brings the buried approval dialog to the front on KWin.
+
+A real ``kwin_wayland --virtual`` (KWin 5.27 on Debian 12), the tray as a
+native Wayland client, everything as the ordinary test user.  The person is
+busy in another application (``kwin_notifier.py``'s window, which is also
+their notification server); what KWin thinks is read from KWin itself, with
+its scripting (``kwin_harness.KWin``) and its log of xdg-activation
+decisions, never inferred from the tray's side.
+
+The story, each step checked in KWin:
+
+1. the other application has the focus when the request arrives;
+2. the approval dialog maps (KWin 5.27 gives every new Wayland window the
+   focus) and the person clicks back into their application: the dialog is
+   buried, not active, below the other window;
+3. *Review* with a made-up token: KWin refuses it (its log names that very
+   token) and the dialog stays buried — without a token the compositor does
+   not let the tray take the focus, so this test can fail;
+4. *Review* with a real token — asked from KWin over ``xdg_activation_v1``
+   by the notification server for its own focused surface, as Plasma does —
+   and the tray hands it to Qt: KWin activates the dialog on behalf of the
+   notification server's window, and the dialog is active and on top.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import kwin_harness as kh
+import pytest
+import sudo_user
+import wayland_harness as wh
+from e2e_driver import E2EError, wait_for
+from sudo_user import SudoUser
+
+pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
+
+TOOL = "write_protected_note"
+BUSY = "Busy editor (notification server)"
+
+
+@pytest.fixture(scope="module")
+def kwin_user() -> Iterator[SudoUser]:
+    wh.require_wayland("kwin_wayland", "dbus-daemon", "dbus-send")
+    with sudo_user.throwaway() as user:
+        yield user
+
+
+@pytest.fixture
+def ws(
+    kwin_user: SudoUser, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[wh.WaylandSession]:
+    name = f"k{len(list(kwin_user.base.glob('k*')))}"
+    with wh.session(kwin_user, name, request.node.name, tmp_path / "logs") as session:
+        yield session
+
+
+def _dialog(windows: list[kh.KWinWindow]) -> kh.KWinWindow | None:
+    found = [
+        w for w in windows if w.resource_class == "ollie-tray" and "approve" in w.caption.lower()
+    ]
+    return found[0] if found else None
+
+
+def _busy(windows: list[kh.KWinWindow]) -> kh.KWinWindow:
+    found = [w for w in windows if w.caption == BUSY]
+    assert found, windows
+    return found[0]
+
+
+def _state(kwin: kh.KWin) -> tuple[kh.KWinWindow, kh.KWinWindow]:
+    windows = kwin.windows()
+    dialog = _dialog(windows)
+    assert dialog is not None, windows
+    return dialog, _busy(windows)
+
+
+def test_review_raises_buried_dialog_with_token_on_kwin(ws: wh.WaylandSession) -> None:
+    kwin = kh.kwin(ws)
+    notifier = kh.Notifier(ws, BUSY)
+    # 1. The person works in another application: it has the focus.
+    kwin.activate(BUSY)
+    assert _busy(kwin.windows()).active
+    ws.start_tray("--countdown", "120", "--verbose")
+    agent = ws.start_call(TOOL)
+    note = notifier.expect("notify")
+    assert "review" in note["actions"], note
+    # 2. The dialog maps; the person clicks back into their application.
+    mapped = wait_for(lambda: _dialog(kwin.windows()), "the approval dialog in KWin")
+    assert mapped.resource_class == "ollie-tray"
+    kwin.activate(BUSY)
+    dialog, busy = _state(kwin)
+    assert busy.active and not dialog.active, (busy, dialog)
+    assert dialog.stacking_order < busy.stacking_order, (busy, dialog)
+    kwin.screenshot(notifier, "buried")
+    # 3. Review with a token KWin never issued: refused, the dialog stays buried.
+    bogus = notifier.review(note["id"], "bogus")["token"]
+    refused = re.compile(
+        rf'Refusing to activate .*caption="{re.escape(dialog.caption)}".*"{bogus}"'
+    )
+    try:
+        wait_for(lambda: refused.search(kwin.log()), "KWin refusing the made-up token")
+    except E2EError as exc:
+        raise E2EError(f"{exc}\n--- tray:\n{ws.log('tray')[-3000:]}") from exc
+    dialog, busy = _state(kwin)
+    assert busy.active and not dialog.active, (busy, dialog)
+    assert dialog.stacking_order < busy.stacking_order, (busy, dialog)
+    # 4. Review with a real token of the focused notification server: raised.
+    real = notifier.review(note["id"], "real")["token"]
+    assert real and real != "not-granted-666", real  # KWin granted it to the focused window
+    try:
+        wait_for(lambda: _state(kwin)[0].active, "the dialog active after Review")
+    except E2EError as exc:
+        raise E2EError(f"{exc}\n--- kwin:\n{kwin.log()[-3000:]}") from exc
+    dialog, busy = _state(kwin)
+    assert dialog.active and not busy.active, (busy, dialog)
+    assert dialog.stacking_order > busy.stacking_order, (busy, dialog)
+    granted = re.compile(
+        rf'activating .*caption="{re.escape(dialog.caption)}".* on behalf of .*'
+        rf'caption="{re.escape(BUSY)}"'
+    )
+    assert granted.search(kwin.log()), kwin.log()[-3000:]
+    kwin.screenshot(notifier, "raised")
+    agent.terminate()
+    wait_for(lambda: agent.poll() is not None, "the agent gone")
+    wait_for(lambda: _dialog(kwin.windows()) is None, "the dialog withdrawn with its requester")
