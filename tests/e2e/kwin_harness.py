@@ -200,14 +200,23 @@ def kwin(ws: WaylandSession) -> KWin:
         KWIN_SCREENSHOT_NO_PERMISSION_CHECKS="1",
     )
 
+    scripting = [
+        "dbus-send",
+        "--session",
+        "--print-reply",
+        "--dest=org.kde.KWin",
+        "/Scripting",
+        "org.kde.kwin.Scripting.isScriptLoaded",
+        f"string:{SCRIPT_MARK}",
+    ]
+
     def up() -> bool:
         if proc.poll() is not None:
             raise E2EError(f"kwin_wayland exited ({proc.returncode}):\n{ws.log('kwin')}")
-        return (runtime / SOCKET).exists() and ds.owned(
-            ws.run(ds.name_has_owner_argv("org.kde.KWin"))
-        )
+        # KWin owns org.kde.KWin before it exports /Scripting: wait for the latter.
+        return (runtime / SOCKET).exists() and ws.run(scripting).returncode == 0
 
-    wait_for(up, "kwin_wayland's Wayland socket and org.kde.KWin", timeout=60)
+    wait_for(up, "kwin_wayland's Wayland socket and its /Scripting on D-Bus", timeout=60)
     ws.env["WAYLAND_DISPLAY"] = SOCKET
     found = KWin(ws, proc)
     found.windows()  # scripting answers: KWin's workspace is up
