@@ -18,7 +18,8 @@ D-Bus session, directories of one test):
   which window is active, the stacking order, who demands attention.  It also
   activates a window (what a person's click into that window does).
 - :class:`Notifier` drives ``kwin_notifier.py`` (run as the user): the
-  person's other application (a Wayland window) and their notification server.
+  person's other application (a Wayland window), their notification server
+  and their panel (a StatusNotifierWatcher and host).
 
 Every wait polls with a deadline; every process is stopped by PID.
 """
@@ -248,6 +249,7 @@ class Notifier:
         )
         self._events: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.seen: list[dict[str, Any]] = []
+        self._backlog: list[dict[str, Any]] = []  # read, not yet expected
         threading.Thread(target=self._read, name="kwin-notifier", daemon=True).start()
         self.expect("ready", timeout=60)
 
@@ -263,7 +265,11 @@ class Notifier:
         self.proc.stdin.flush()
 
     def expect(self, event: str, timeout: float = 30) -> dict[str, Any]:
-        """The next event named ``event`` (others are kept in :attr:`seen`)."""
+        """The next event named ``event``, in order; other events wait for their turn."""
+        for got in self._backlog:
+            if got.get("event") == event:
+                self._backlog.remove(got)
+                return got
         try:
             while True:
                 got = self._events.get(timeout=timeout)
@@ -272,6 +278,7 @@ class Notifier:
                 self.seen.append(got)
                 if got.get("event") == event:
                     return got
+                self._backlog.append(got)
         except queue.Empty:
             raise E2EError(
                 f"kwin_notifier: no {event!r} within {timeout:g} s; seen {self.seen}\n"
@@ -282,3 +289,8 @@ class Notifier:
         """Click *Review* on notification ``nid``; ``token`` is real, bogus or none."""
         self.send({"cmd": "review", "id": nid, "token": token})
         return self.expect("invoked")
+
+    def click_icon(self, service: str, token: str) -> dict[str, Any]:
+        """Click the StatusNotifierItem of ``service`` as the panel does; ``token`` as above."""
+        self.send({"cmd": "click", "service": service, "token": token})
+        return self.expect("clicked")

@@ -1,4 +1,4 @@
-"""The person's other application and their notification server, in one process (run as the user).
+"""Another application, the notification server and the panel, in one process (run as the user).
 
 It is what the KWin test needs on the desktop besides the tray:
 
@@ -6,20 +6,26 @@ It is what the KWin test needs on the desktop besides the tray:
   the approval request arrives — the person is busy in another app;
 - ``org.freedesktop.Notifications`` on the user's session bus, with actions,
   so the tray's request notification lands here;
+- ``org.kde.StatusNotifierWatcher``, its own host (Plasma's panel is both),
+  so the tray's icon registers here;
 - the click on *Review*: on command it asks the compositor for an
   ``xdg_activation_v1`` token for its own (focused) surface, then emits
   ``ActivationToken(id, token)`` and ``ActionInvoked(id, "review")`` as
-  Plasma's notification server does.  ``bogus`` sends a made-up token
-  instead (the negative control), ``none`` sends no token at all.
+  Plasma's notification server does; the click on the icon: the same token,
+  then ``ProvideXdgActivationToken(token)`` and ``Activate(0, 0)`` on the
+  item, as Plasma's panel does.  ``bogus`` sends a made-up token instead
+  (the negative control), ``none`` sends no token at all.
 
 Protocol: one JSON object per line.  Out (stdout): ``{"event": "ready"}``
-once the bus name is owned and the window configured, ``{"event": "notify",
-"id", "summary", "actions"}`` for each notification, ``{"event": "invoked",
-"id", "token"}`` after the signals went out, ``{"event": "shot"}`` once a
-screenshot is written.  In (stdin): ``{"cmd": "review", "id": N, "token":
-"real" | "bogus" | "none"}``; ``{"cmd": "shot", "path": P}`` writes KWin's
-picture of the screen (``org.kde.KWin.ScreenShot2``) as a PNG to ``P``.
-Errors go to stderr and end the process with status 1.
+once the bus names are owned and the window configured, ``{"event":
+"notify", "id", "summary", "actions"}`` for each notification, ``{"event":
+"item", "service"}`` when an icon registers, ``{"event": "invoked", "id",
+"token"}`` / ``{"event": "clicked", "service", "token"}`` after a click went
+out, ``{"event": "shot"}`` once a screenshot is written.  In (stdin):
+``{"cmd": "review", "id": N, "token": "real" | "bogus" | "none"}``,
+``{"cmd": "click", "service": S, "token": …}``, ``{"cmd": "shot", "path":
+P}`` (KWin's picture of the screen, ``org.kde.KWin.ScreenShot2``, as a PNG
+at ``P``).  Errors go to stderr and end the process with status 1.
 
 Usage: ``python kwin_notifier.py TITLE``
 """
@@ -36,11 +42,13 @@ from typing import Annotated, Any
 from dbus_fast import BusType, Message, MessageType, Variant
 from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusSignature
-from dbus_fast.service import ServiceInterface, dbus_method, dbus_signal
+from dbus_fast.constants import PropertyAccess
+from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
 from wl_toplevel_client import Toplevel
 
 NAME = "org.freedesktop.Notifications"
 PATH = "/org/freedesktop/Notifications"
+WATCHER = "org.kde.StatusNotifierWatcher"
 APP_ID = "ollie-test-busy-app"
 SIZE = (640, 480)
 
@@ -52,6 +60,7 @@ DHints = Annotated[dict[str, Any], DBusSignature("a{sv}")]
 DInfo = Annotated[list[str], DBusSignature("ssss")]
 DIdKey = Annotated[list[Any], DBusSignature("us")]
 DIdReason = Annotated[list[Any], DBusSignature("uu")]
+DBool = Annotated[bool, DBusSignature("b")]
 
 
 def say(event: str, **fields: Any) -> None:
@@ -105,18 +114,85 @@ class Notifications(ServiceInterface):
         return [nid, reason]
 
 
-async def review(window: Toplevel, server: Notifications, nid: int, kind: str) -> None:
-    token = ""
+class Watcher(ServiceInterface):
+    """A StatusNotifierWatcher that is its own (only) host, as Plasma's panel is."""
+
+    def __init__(self) -> None:
+        super().__init__(WATCHER)
+        self.items: list[str] = []
+
+    @dbus_method()
+    def RegisterStatusNotifierItem(self, service: DStr) -> None:
+        # The tray registers with its well-known bus name (item path: /StatusNotifierItem).
+        if service not in self.items:
+            self.items.append(service)
+            self.StatusNotifierItemRegistered(service)
+        say("item", service=service)
+
+    @dbus_method()
+    def RegisterStatusNotifierHost(self, service: DStr) -> None:
+        return None
+
+    @dbus_property(access=PropertyAccess.READ)
+    def RegisteredStatusNotifierItems(self) -> DStrs:
+        return list(self.items)
+
+    @dbus_property(access=PropertyAccess.READ)
+    def IsStatusNotifierHostRegistered(self) -> DBool:
+        return True
+
+    @dbus_property(access=PropertyAccess.READ)
+    def ProtocolVersion(self) -> DInt:
+        return 0
+
+    @dbus_signal()
+    def StatusNotifierItemRegistered(self, service: DStr) -> DStr:
+        return service
+
+    @dbus_signal()
+    def StatusNotifierHostRegistered(self) -> None:
+        return None
+
+
+async def token_for(window: Toplevel, kind: str) -> str:
+    """A token from the compositor for our surface (``real``), a made-up one, or none."""
     if kind == "real":
         got: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         window.request_token(got.set_result)
-        token = await asyncio.wait_for(got, 10)
-    elif kind == "bogus":
-        token = f"kwin-bogus-{secrets.token_hex(4)}"
+        return await asyncio.wait_for(got, 10)
+    if kind == "bogus":
+        return f"kwin-bogus-{secrets.token_hex(4)}"
+    return ""
+
+
+async def review(window: Toplevel, server: Notifications, nid: int, kind: str) -> None:
+    token = await token_for(window, kind)
     if token:
         server.ActivationToken(nid, token)
     server.ActionInvoked(nid, "review")
     say("invoked", id=nid, token=token)
+
+
+async def click_icon(window: Toplevel, bus: MessageBus, service: str, kind: str) -> None:
+    """What a StatusNotifierHost does on a click: hand over a token, then Activate."""
+    token = await token_for(window, kind)
+    calls: list[tuple[str, str, list[Any]]] = [("Activate", "ii", [0, 0])]
+    if token:
+        calls.insert(0, ("ProvideXdgActivationToken", "s", [token]))
+    for member, signature, body in calls:
+        reply = await bus.call(
+            Message(
+                destination=service,
+                path="/StatusNotifierItem",
+                interface="org.kde.StatusNotifierItem",
+                member=member,
+                signature=signature,
+                body=body,
+            )
+        )
+        if reply is None or reply.message_type is MessageType.ERROR:
+            raise RuntimeError(f"{member} on {service}: {reply.body if reply else 'no reply'}")
+    say("clicked", service=service, token=token)
 
 
 def png(width: int, height: int, stride: int, pixels: bytes) -> bytes:
@@ -197,6 +273,8 @@ async def main(title: str) -> int:
     server = Notifications()
     bus.export(PATH, server)
     await bus.request_name(NAME)
+    bus.export("/StatusNotifierWatcher", Watcher())
+    await bus.request_name(WATCHER)
 
     configured: asyncio.Future[None] = loop.create_future()
     window.on_configured = lambda: configured.set_result(None)
@@ -218,6 +296,8 @@ async def main(title: str) -> int:
         command = json.loads(line)
         if command["cmd"] == "review":
             await review(window, server, int(command["id"]), command["token"])
+        elif command["cmd"] == "click":
+            await click_icon(window, bus, command["service"], command["token"])
         elif command["cmd"] == "shot":
             await screenshot(bus, command["path"])
             say("shot", path=command["path"])

@@ -1,4 +1,4 @@
-"""Review in a notification brings the buried approval dialog to the front on KWin.
+"""Review in a notification (and a click on the icon) brings the buried dialog to the front on KWin.
 
 A real ``kwin_wayland --virtual`` (KWin 5.27 on Debian 12), the tray as a
 native Wayland client, everything as the ordinary test user.  The person is
@@ -20,12 +20,18 @@ The story, each step checked in KWin:
    by the notification server for its own focused surface, as Plasma does —
    and the tray hands it to Qt: KWin activates the dialog on behalf of the
    notification server's window, and the dialog is active and on top.
+
+The same for a click on the tray icon: the panel (here the same process, as
+Plasma's panel is also its notification server) calls
+``ProvideXdgActivationToken`` and then ``Activate`` on the StatusNotifierItem.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import kwin_harness as kh
@@ -77,41 +83,57 @@ def _state(kwin: kh.KWin) -> tuple[kh.KWinWindow, kh.KWinWindow]:
     return dialog, _busy(windows)
 
 
-def test_review_raises_buried_dialog_with_token_on_kwin(ws: wh.WaylandSession) -> None:
+@dataclass
+class Scene:
+    kwin: kh.KWin
+    notifier: kh.Notifier
+    item: str  # the tray's StatusNotifierItem (bus name)
+    note: int  # the request's notification id
+    agent: subprocess.Popen[bytes]
+
+
+def _buried_dialog(ws: wh.WaylandSession) -> Scene:
+    """Steps 1 and 2: a request arrives while another app has the focus; the dialog is buried."""
     kwin = kh.kwin(ws)
     notifier = kh.Notifier(ws, BUSY)
-    # 1. The person works in another application: it has the focus.
     kwin.activate(BUSY)
     assert _busy(kwin.windows()).active
     ws.start_tray("--countdown", "120", "--verbose")
+    item = notifier.expect("item")["service"]
     agent = ws.start_call(TOOL)
     note = notifier.expect("notify")
     assert "review" in note["actions"], note
-    # 2. The dialog maps; the person clicks back into their application.
+    # The dialog maps (KWin 5.27 gives it the focus); the person clicks back into their app.
     mapped = wait_for(lambda: _dialog(kwin.windows()), "the approval dialog in KWin")
     assert mapped.resource_class == "ollie-tray"
     kwin.activate(BUSY)
     dialog, busy = _state(kwin)
     assert busy.active and not dialog.active, (busy, dialog)
     assert dialog.stacking_order < busy.stacking_order, (busy, dialog)
-    kwin.screenshot(notifier, "buried")
-    # 3. Review with a token KWin never issued: refused, the dialog stays buried.
-    bogus = notifier.review(note["id"], "bogus")["token"]
+    return Scene(kwin, notifier, item, int(note["id"]), agent)
+
+
+def _refused(ws: wh.WaylandSession, scene: Scene, token: str) -> None:
+    """Step 3: KWin refused ``token`` for the dialog, which stays buried."""
+    dialog, _busy_window = _state(scene.kwin)
     refused = re.compile(
-        rf'Refusing to activate .*caption="{re.escape(dialog.caption)}".*"{bogus}"'
+        rf'Refusing to activate .*caption="{re.escape(dialog.caption)}".*"{re.escape(token)}"'
     )
     try:
-        wait_for(lambda: refused.search(kwin.log()), "KWin refusing the made-up token")
+        wait_for(lambda: refused.search(scene.kwin.log()), f"KWin refusing the token {token}")
     except E2EError as exc:
         raise E2EError(f"{exc}\n--- tray:\n{ws.log('tray')[-3000:]}") from exc
-    dialog, busy = _state(kwin)
+    dialog, busy = _state(scene.kwin)
     assert busy.active and not dialog.active, (busy, dialog)
     assert dialog.stacking_order < busy.stacking_order, (busy, dialog)
-    # 4. Review with a real token of the focused notification server: raised.
-    real = notifier.review(note["id"], "real")["token"]
-    assert real and real != "not-granted-666", real  # KWin granted it to the focused window
+
+
+def _raised(scene: Scene, token: str) -> None:
+    """Step 4: KWin activated the dialog with ``token``, on the busy window's behalf."""
+    assert token and token != "not-granted-666", token  # KWin granted it to the focused window
+    kwin = scene.kwin
     try:
-        wait_for(lambda: _state(kwin)[0].active, "the dialog active after Review")
+        wait_for(lambda: _state(kwin)[0].active, "the dialog active after the click")
     except E2EError as exc:
         raise E2EError(f"{exc}\n--- kwin:\n{kwin.log()[-3000:]}") from exc
     dialog, busy = _state(kwin)
@@ -122,7 +144,33 @@ def test_review_raises_buried_dialog_with_token_on_kwin(ws: wh.WaylandSession) -
         rf'caption="{re.escape(BUSY)}"'
     )
     assert granted.search(kwin.log()), kwin.log()[-3000:]
-    kwin.screenshot(notifier, "raised")
-    agent.terminate()
-    wait_for(lambda: agent.poll() is not None, "the agent gone")
-    wait_for(lambda: _dialog(kwin.windows()) is None, "the dialog withdrawn with its requester")
+
+
+def _withdraw(scene: Scene) -> None:
+    scene.agent.terminate()
+    wait_for(lambda: scene.agent.poll() is not None, "the agent gone")
+    wait_for(
+        lambda: _dialog(scene.kwin.windows()) is None, "the dialog withdrawn with its requester"
+    )
+
+
+def test_review_raises_buried_dialog_with_token_on_kwin(ws: wh.WaylandSession) -> None:
+    scene = _buried_dialog(ws)
+    scene.kwin.screenshot(scene.notifier, "buried")
+    bogus = scene.notifier.review(scene.note, "bogus")["token"]
+    _refused(ws, scene, bogus)
+    real = scene.notifier.review(scene.note, "real")["token"]
+    _raised(scene, real)
+    scene.kwin.screenshot(scene.notifier, "raised")
+    _withdraw(scene)
+
+
+def test_icon_click_raises_buried_dialog_with_token_on_kwin(ws: wh.WaylandSession) -> None:
+    # The panel's click: ProvideXdgActivationToken, then Activate on the item.
+    scene = _buried_dialog(ws)
+    bogus = scene.notifier.click_icon(scene.item, "bogus")["token"]
+    _refused(ws, scene, bogus)
+    real = scene.notifier.click_icon(scene.item, "real")["token"]
+    _raised(scene, real)
+    scene.kwin.screenshot(scene.notifier, "raised")
+    _withdraw(scene)
