@@ -3,7 +3,7 @@
 A real ``kwin_wayland --virtual`` (KWin 5.27 on Debian 12), the tray as a
 native Wayland client, everything as the ordinary test user.  The person is
 busy in another application (``kwin_notifier.py``'s window, which is also
-their notification server); what KWin thinks is read from KWin itself, with
+their notification server and panel); what KWin thinks is read from KWin itself, with
 its scripting (``kwin_harness.KWin``) and its log of xdg-activation
 decisions, never inferred from the tray's side.
 
@@ -14,8 +14,8 @@ The story, each step checked in KWin:
    focus) and the person clicks back into their application: the dialog is
    buried, not active, below the other window;
 3. *Review* with a made-up token: KWin refuses it (its log names that very
-   token) and the dialog stays buried — without a token the compositor does
-   not let the tray take the focus, so this test can fail;
+   token) and the dialog stays buried — without a token KWin issued the
+   tray cannot take the focus, so this test can fail;
 4. *Review* with a real token — asked from KWin over ``xdg_activation_v1``
    by the notification server for its own focused surface, as Plasma does —
    and the tray hands it to Qt: KWin activates the dialog on behalf of the
