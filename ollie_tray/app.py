@@ -380,7 +380,10 @@ class TrayApp:
         self._show(
             "policies",
             lambda: PoliciesWindow(
-                self.policies, registry=lambda: self.loader.current, host=self.host
+                self.policies,
+                registry=lambda: self.loader.current,
+                host=self.host,
+                actions=self.broker.actions,
             ),
         )
 

@@ -10,6 +10,7 @@ runs in the GUI thread only.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -36,6 +37,7 @@ from PySide6.QtWidgets import (
 
 from ollie_tray.dialogs import common as c
 from registry_core.elevation.messages import Decision
+from registry_core.elevation.prompter import Remember
 
 Index = QModelIndex | QPersistentModelIndex
 
@@ -185,3 +187,29 @@ def close_row(window: QWidget) -> QHBoxLayout:
     row.addStretch(1)
     row.addWidget(closable(window))
     return row
+
+
+class Expiring(Protocol):
+    """A remembered decision that may end: a tool policy or an action rule."""
+
+    @property
+    def remember(self) -> Remember: ...
+
+    @property
+    def expires(self) -> float | None: ...
+
+
+def expires_text(policy: Expiring, now: float) -> str:
+    """When a remembered decision ends, for people: ``never``, ``this session``, ``in 14 min``."""
+    if policy.remember is Remember.SESSION:
+        return "this session"
+    if policy.expires is None:
+        return "never"
+    left = policy.expires - now
+    if left <= 0:
+        return "expired"
+    minutes = math.ceil(left / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"

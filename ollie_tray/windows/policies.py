@@ -15,7 +15,6 @@ timer also refreshes it, so "in 14 min" stays true and expired rows leave.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -34,11 +33,13 @@ from PySide6.QtWidgets import (
 )
 
 from ollie_tray.dialogs import common as c
+from ollie_tray.windows.action_rules import ActionRuleSource, ActionRulesPanel
 from ollie_tray.windows.common import (
     DecisionTableModel,
     close_row,
     count_text,
     decision_table,
+    expires_text,
     status_label,
     window_layout,
 )
@@ -73,22 +74,6 @@ class PolicySource(Protocol):
     def change_duration(
         self, tool: str, kind: Kind | str, host: str, remember: Remember
     ) -> Policy | None: ...
-
-
-def expires_text(policy: Policy, now: float) -> str:
-    """When ``policy`` ends, for people: ``never``, ``this session``, ``in 14 min``."""
-    if policy.remember is Remember.SESSION:
-        return "this session"
-    if policy.expires is None:
-        return "never"
-    left = policy.expires - now
-    if left <= 0:
-        return "expired"
-    minutes = math.ceil(left / 60)
-    if minutes < 60:
-        return f"in {minutes} min"
-    hours, minutes = divmod(minutes, 60)
-    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
 
 
 def kind_text(kind: Kind) -> str:
@@ -151,6 +136,7 @@ class PoliciesWindow(QWidget):
         *,
         registry: Callable[[], Registry] | None = None,
         host: str = "",
+        actions: ActionRuleSource | None = None,
         refresh_ms: int = 5000,
         clock: Callable[[], float] = time.time,
         parent: QWidget | None = None,
@@ -164,7 +150,13 @@ class PoliciesWindow(QWidget):
         self.editor: PolicyEditor | None = None
         self.setWindowTitle("Ollie — remembered decisions")
         self.setAccessibleName("Remembered decisions")
-        self.resize(940, 420)
+        self.resize(940, 420 if actions is None else 640)
+        # Agents' own actions (ollie-approve), when the broker's rule store is given.
+        self.action_rules: ActionRulesPanel | None = None
+        if actions is not None:
+            self.action_rules = ActionRulesPanel(
+                actions, clock=clock, on_change=self.policies_changed.emit
+            )
 
         intro = QLabel(
             "Answers you asked Ollie to remember. A remembered allow holds only while the"
@@ -223,6 +215,8 @@ class PoliciesWindow(QWidget):
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)
         layout.addWidget(self.status_label)
+        if self.action_rules is not None:
+            layout.addWidget(self.action_rules, 1)
         layout.addLayout(close_row(self))
 
         self._timer = QTimer(self)
@@ -235,7 +229,9 @@ class PoliciesWindow(QWidget):
     # --- public ------------------------------------------------------------------
 
     def refresh(self) -> None:
-        """Reload from the store, keeping the selection (by tool, kind, host)."""
+        """Reload from the stores, keeping the selection (by tool, kind, host)."""
+        if self.action_rules is not None:
+            self.action_rules.refresh()
         selected = {p.key for p in self.selected_policies()}
         try:
             policies = self._store.list()
@@ -282,13 +278,22 @@ class PoliciesWindow(QWidget):
     def revoke_all(self, *, confirm: bool = True) -> None:
         """Forget every remembered decision, after asking when ``confirm``."""
         if not confirm:
-            self._edit(self._store.revoke_all, "Revoked every remembered decision.")
+
+            def both() -> None:
+                self._store.revoke_all()
+                if self.action_rules is not None:
+                    self.action_rules.revoke_all()
+
+            self._edit(both, "Revoked every remembered decision.")
             return
         box = QMessageBox(self)
         box.setIcon(QMessageBox.Icon.Warning)
         box.setWindowTitle("Ollie — revoke all?")
         box.setText("Revoke every remembered decision?")
-        box.setInformativeText("Ollie will ask again the next time each tool needs elevation.")
+        again = "Ollie will ask again the next time each tool needs elevation"
+        if self.action_rules is not None:
+            again += " and each agent's action needs your answer"
+        box.setInformativeText(f"{again}.")
         box.setStandardButtons(QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel)
         box.setDefaultButton(QMessageBox.StandardButton.Cancel)
         box.button(QMessageBox.StandardButton.Yes).setText("Revoke all")
@@ -416,4 +421,5 @@ class PoliciesWindow(QWidget):
         self.edit_button.setEnabled(len(self.table.selectionModel().selectedRows()) == 1)
         self.change_button.setEnabled(has_selection)
         self.duration_combo.setEnabled(has_selection)
-        self.revoke_all_button.setEnabled(has_rows)
+        has_actions = self.action_rules is not None and self.action_rules.model.rowCount() > 0
+        self.revoke_all_button.setEnabled(has_rows or has_actions)

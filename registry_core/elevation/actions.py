@@ -30,7 +30,7 @@ import posixpath
 import shlex
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -240,6 +240,21 @@ class ActionRuleStore:
                 self._file = [r for r in self._file if not chosen(r)]
                 self._save()
             for key in [k for k, r in self._session.items() if chosen(r)]:
+                dropped.append(self._session.pop(key))
+        return dropped
+
+    def revoke(self, rules: Iterable[ActionRule]) -> list[ActionRule]:
+        """Drop exactly these rules (by agent, tool, pattern kind and pattern), stored or
+        of this session; returns what was dropped (a rule already gone is skipped)."""
+        keys = {rule.key() for rule in rules}
+        with self._lock, _locked(self.path):
+            self._stamp = None
+            self._reload()
+            dropped = [r for r in self._file if r.key() in keys]
+            if dropped:
+                self._file = [r for r in self._file if r.key() not in keys]
+                self._save()
+            for key in keys & self._session.keys():
                 dropped.append(self._session.pop(key))
         return dropped
 

@@ -8,17 +8,29 @@ Annotations come from the tool's flags: ``readOnlyHint`` from ``readOnly``;
 elevated and sudo tools are marked destructive, with a title saying that a
 call asks the person for approval.
 
-Speed: the schema is copied at its top level only (the one key added is
-there), never deep-copied, and :class:`ListingCache` keeps each definition as
-long as its registry tool is the same object: after a watcher refresh of one
-``.meta`` only that tool's definition is built again (bench/mcp.py).
+Speed (bench/mcp.py): a listing of thousands of tools is served as plain
+JSON-ready dicts, never as the SDK's pydantic models: :func:`tool_definition`
+builds exactly what ``mcp_tool(tool).model_dump(by_alias=True, mode="json",
+exclude_none=True)`` gives (a unit test holds them equal), and
+:class:`ListedTools` hands the SDK that dump instead of having it walk ten
+thousand models.  :class:`ListingCache` keeps one prepared result per
+registry snapshot and each definition as long as its registry tool is the
+same object: after a watcher refresh of one ``.meta`` only that tool's
+definition is built again.  Schemas the cold load left unread are decoded
+with pydantic-core's JSON parser (about three times as fast as
+:func:`json.loads`; the SDK depends on it); the schema is copied at its top
+level only (the one key added is there), never deep-copied.
 """
 
 from __future__ import annotations
 
+import gc
+import json
 from typing import Any
 
+import pydantic_core
 from mcp import types
+from pydantic import PrivateAttr
 
 from registry_core.registry import Registry, Tool
 
@@ -66,8 +78,76 @@ def mcp_tool(tool: Tool) -> types.Tool:
 
 
 def tool_listing(registry: Registry) -> list[types.Tool]:
-    """Every available tool of ``registry``, sorted by name."""
+    """Every available tool of ``registry``, sorted by name, as SDK models."""
     return [mcp_tool(tool) for tool in registry.available()]
+
+
+def _loads(data: bytes) -> Any:
+    """pydantic-core's parser; :func:`json.loads` for what it refuses (a lone surrogate
+    escape, which :func:`json.loads` accepts), so both give the same documents."""
+    try:
+        return pydantic_core.from_json(data)
+    except ValueError:
+        return json.loads(data)
+
+
+def tool_definition(tool: Tool) -> dict[str, Any]:
+    """``mcp_tool(tool)`` as the SDK would send it, built without the models."""
+    tool.docs.decode_with(_loads)
+    note = approval_note(tool)
+    description = tool.description
+    if note:
+        description = f"{description} [{note}]" if description else f"[{note}]"
+    annotations: dict[str, Any] = {
+        "title": f"{tool.name} ({note})" if note else tool.name,
+        "readOnlyHint": tool.read_only,
+    }
+    if note:
+        annotations["destructiveHint"] = True
+    definition: dict[str, Any] = {"name": tool.name}
+    if description is not None:
+        definition["description"] = description
+    definition["inputSchema"] = input_schema(tool)
+    definition["annotations"] = annotations
+    return definition
+
+
+class ListedTools(types.ServerResult):
+    """A ``tools/list`` result whose JSON form is prepared once.
+
+    The SDK sends a handler's result as ``result.model_dump(by_alias=True,
+    mode="json", exclude_none=True)``; for this result that is the prepared
+    dump (a new top-level dict each time; the definitions inside are shared and
+    never changed), so ten thousand tools are not rebuilt as models and walked
+    again per listing.  Any other dump goes the SDK's own way through a
+    validated :class:`~mcp.types.ListToolsResult`.
+    """
+
+    _dump: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def of(cls, definitions: list[dict[str, Any]]) -> ListedTools:
+        made = cls.model_construct(types.ListToolsResult.model_construct(tools=[]))
+        made._dump = {"tools": definitions}
+        return made
+
+    @property
+    def definitions(self) -> list[dict[str, Any]]:
+        tools: list[dict[str, Any]] = self._dump["tools"]
+        return tools
+
+    def validated(self) -> types.ListToolsResult:
+        """The result as the SDK's model (slow: every definition validated)."""
+        return types.ListToolsResult.model_validate(self._dump)
+
+    def model_dump(self, **kwargs: Any) -> Any:
+        sdk_form = kwargs.get("mode") == "json" and kwargs.get("by_alias") is True
+        if sdk_form and kwargs.get("exclude_none") is True and set(kwargs) == _SDK_DUMP_KEYS:
+            return dict(self._dump)
+        return types.ServerResult(self.validated()).model_dump(**kwargs)
+
+
+_SDK_DUMP_KEYS = frozenset({"mode", "by_alias", "exclude_none"})
 
 
 class ListingCache:
@@ -81,23 +161,34 @@ class ListingCache:
 
     def __init__(self) -> None:
         self._snapshot: Registry | None = None
-        self._listing: list[types.Tool] = []
-        self._defs: dict[int, tuple[Tool, types.Tool]] = {}
+        self._listing = ListedTools.of([])
+        self._defs: dict[int, tuple[Tool, dict[str, Any]]] = {}
 
-    def listing(self, registry: Registry) -> list[types.Tool]:
-        """The definitions of ``registry``'s available tools, sorted by name."""
+    def listing(self, registry: Registry) -> ListedTools:
+        """The result listing ``registry``'s available tools, sorted by name."""
         if registry is self._snapshot:
             return self._listing
-        defs: dict[int, tuple[Tool, types.Tool]] = {}
-        listing: list[types.Tool] = []
+        # As RegistryLoader.load: everything built here lives on with the listing; the
+        # cyclic collector would only rescan it and the registry, again and again.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._build(registry)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _build(self, registry: Registry) -> ListedTools:
+        defs: dict[int, tuple[Tool, dict[str, Any]]] = {}
+        listing: list[dict[str, Any]] = []
         for tool in registry.available():
             kept = self._defs.get(id(tool))
             # The id is only trusted while the kept tool is alive and is this one.
-            made = kept[1] if kept is not None and kept[0] is tool else mcp_tool(tool)
+            made = kept[1] if kept is not None and kept[0] is tool else tool_definition(tool)
             defs[id(tool)] = (tool, made)
             listing.append(made)
-        self._snapshot, self._listing, self._defs = registry, listing, defs
-        return listing
+        self._snapshot, self._listing, self._defs = registry, ListedTools.of(listing), defs
+        return self._listing
 
 
 def listing_key(registry: Registry) -> tuple[Any, ...]:

@@ -41,7 +41,7 @@ from registry_core.errors import (
 )
 from registry_core.mcp.cancel import CallCanceller
 from registry_core.mcp.gate import McpGate
-from registry_core.mcp.listing import ListingCache, listing_key
+from registry_core.mcp.listing import ListedTools, ListingCache, listing_key
 from registry_core.mcp.results import call_result, error_result
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
@@ -113,7 +113,7 @@ class RegistryServer:
         self._registry = self.loader.load()
         self._listed = listing_key(self._registry)
         self._listings = ListingCache()
-        self._listed_result: tuple[list[types.Tool], types.ServerResult] | None = None
+        self._listed_result: ListedTools | None = None
         self._sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
         self._debounce: asyncio.TimerHandle | None = None
         self.gate = McpGate(self.env, host=this_host())
@@ -168,23 +168,17 @@ class RegistryServer:
     # --- handlers ----------------------------------------------------------------
 
     async def _handle_list(self, request: types.ListToolsRequest) -> types.ServerResult:
-        listing = await self._list_tools()
-        if self._listed_result is None or self._listed_result[0] is not listing:
-            result = types.ServerResult(types.ListToolsResult(tools=listing))
-            self._listed_result = (listing, result)
-        return self._listed_result[1]
-
-    async def _list_tools(self) -> list[types.Tool]:
         self._sessions.add(self.server.request_context.session)
         for attempt in (1, 2):
             registry = self.current()
             try:
                 listing = self._listings.listing(registry)
-            except ToolChangedError:
+            except ToolChangedError:  # a .meta changed after the scan: refresh, once more
                 if attempt == 2:
                     raise
                 continue
-            if self._listed_result is None or self._listed_result[0] is not listing:
+            if listing is not self._listed_result:
+                self._listed_result = listing
                 self._listed = listing_key(registry)
             return listing
         raise AssertionError("unreachable")
@@ -274,11 +268,11 @@ class RegistryServer:
             asyncio.get_running_loop().remove_reader(self._watcher.fileno())
 
     async def serve_stdio(self) -> None:
-        from mcp.server.stdio import stdio_server
+        from registry_core.mcp.stdio import stdio_transport
 
         self.watch()
         try:
-            async with stdio_server() as (read, write):
+            async with stdio_transport() as (read, write):
                 await self.server.run(read, write, self.server.create_initialization_options())
         finally:
             self.unwatch()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from itertools import compress
 from operator import is_not
@@ -183,10 +183,10 @@ class ToolDocs:
     def decoded(self) -> bool:
         return self._source is None
 
-    def _decode(self, source: DocsSource) -> None:
+    def _decode(self, source: DocsSource, loads: Callable[[bytes], Any] = json.loads) -> None:
         body = source.content()
         try:
-            doc = json.loads(body)
+            doc = loads(body)
             chosen = doc["variants"][self._variant] if self._variant is not None else {}
             prompt = chosen["prompt"] if "prompt" in chosen else doc.get("prompt", "")
             args = chosen["args"] if "args" in chosen else doc.get("args")
@@ -204,6 +204,15 @@ class ToolDocs:
         source = self._source
         if source is not None:
             self._decode(source)
+
+    def decode_with(self, loads: Callable[[bytes], Any]) -> None:
+        """Read deferred docs now, decoding the file with ``loads`` (a JSON parser that
+        agrees with :func:`json.loads` on valid JSON: the file was validated when the
+        scan cache learnt it); nothing happens when they are already read.  For bulk
+        readers (``tools/list`` reads every schema) with a faster parser at hand."""
+        source = self._source
+        if source is not None:
+            self._decode(source, loads)
 
     @property
     def prompt(self) -> str:

@@ -63,7 +63,7 @@ def test_one_snapshot_is_listed_from_the_cache(tools: Path) -> None:
     registry = loader.load()
     cache = ListingCache()
     first = cache.listing(registry)
-    assert [t.name for t in first] == ["alpha", "beta"]
+    assert [t["name"] for t in first.definitions] == ["alpha", "beta"]
     assert cache.listing(registry) is first
 
 
@@ -72,31 +72,34 @@ def test_a_meta_edit_gives_a_fresh_listing_and_keeps_the_unchanged_definitions(
 ) -> None:
     loader = RegistryLoader([tools], env={"PATH": "/usr/bin:/bin"})
     cache = ListingCache()
-    before = {t.name: t for t in cache.listing(loader.load())}
+    before = {t["name"]: t for t in cache.listing(loader.load()).definitions}
     edited = _meta(tools, "alpha", {"description": "First, edited.", "readOnly": True})
-    after = {t.name: t for t in cache.listing(loader.refresh([edited]))}
-    assert after["alpha"].description == "First, edited."
-    assert after["alpha"].annotations is not None and after["alpha"].annotations.readOnlyHint
+    after = {t["name"]: t for t in cache.listing(loader.refresh([edited])).definitions}
+    assert after["alpha"]["description"] == "First, edited."
+    assert after["alpha"]["annotations"]["readOnlyHint"] is True
     assert after["beta"] is before["beta"]  # untouched tool: its definition is reused
 
 
 def test_hidden_and_broken_tools_never_appear_even_after_they_were_listed(tools: Path) -> None:
     loader = RegistryLoader([tools], env={"PATH": "/usr/bin:/bin"})
     cache = ListingCache()
-    assert [t.name for t in cache.listing(loader.load())] == ["alpha", "beta"]
+    assert [t["name"] for t in cache.listing(loader.load()).definitions] == ["alpha", "beta"]
     broken = _meta(tools, "alpha", "{not json")
     hidden = _meta(tools, "beta", HIDDEN)
-    assert cache.listing(loader.refresh([broken, hidden])) == []
+    assert cache.listing(loader.refresh([broken, hidden])).definitions == []
     fixed = _meta(tools, "alpha", {"description": "Back."})
-    assert [t.name for t in cache.listing(loader.refresh([fixed]))] == ["alpha"]
+    assert [t["name"] for t in cache.listing(loader.refresh([fixed])).definitions] == ["alpha"]
 
 
 def test_cached_definitions_equal_freshly_built_ones(tools: Path) -> None:
     registry = RegistryLoader([tools], env={"PATH": "/usr/bin:/bin"}).load()
     cached = ListingCache().listing(registry)
     fresh = [mcp_tool(t) for t in registry.available()]
-    dump = [t.model_dump(mode="json", exclude_none=True) for t in cached]
-    assert dump == [t.model_dump(mode="json", exclude_none=True) for t in fresh]
+    sent = cached.model_dump(by_alias=True, mode="json", exclude_none=True)
+    assert sent == {
+        "tools": [t.model_dump(by_alias=True, mode="json", exclude_none=True) for t in fresh]
+    }
+    assert cached.validated().tools == fresh
 
 
 def test_a_call_of_an_unlisted_name_does_not_build_the_listing(
