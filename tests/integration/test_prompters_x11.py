@@ -39,8 +39,9 @@ import pytest
 from harness_procs import stop_process
 
 from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
+from registry_core.elevation.messages import ActionDisplay, Kind, PatternKind
 from registry_core.elevation.prompter import (
+    ActionDetails,
     Approval,
     ApprovalRequest,
     PasswordAnswer,
@@ -437,3 +438,74 @@ def test_zenity_long_request_needs_the_checkbox(
 
     approved = run(lambda: answer_approval(zenity, request, tick_and_approve))
     assert approved == Approval(True, Remember.ONCE, "approved in zenity")
+
+
+# --- an agent's action: the remember pattern, edited in the dialog program ----------------
+
+PROJECT_FILE = "/home/a/proj/src/app.py"
+
+
+def action_request(tool: str) -> ApprovalRequest:
+    """An agent's file edit (``ollie-approve``), the agent tool named ``tool``; remember
+    suggests the file itself."""
+    details = ActionDetails(
+        agent="claude-code",
+        tool=tool,
+        summary=f"edit {PROJECT_FILE}",
+        detail="--- a\n+++ b\n-old\n+new",
+        display=ActionDisplay.DIFF,
+        command=None,
+        path=PROJECT_FILE,
+        pattern_kind=PatternKind.PATH,
+        pattern=PROJECT_FILE,
+    )
+    return make_request(tool, kind=Kind.SANDBOX, argv=(), executable=None, action=details)
+
+
+# Keys that reach "Always" in each program's how-long list (see the tests above).
+ALWAYS_KEYS = {"kdialog": ("Down",) * 5, "zenity": ("Down",) * 4}
+APPROVE_KEYS = {"kdialog": ("Return",), "zenity": ("Tab", "Return")}
+
+
+async def approve_always(person: Person, name: str, tool: str) -> str:
+    """Approve the action for always; returns the pattern window once it is shown."""
+    await person.press(await person.window(f"to use {tool}"), *APPROVE_KEYS[name])
+    how_long = await person.window(f"how long to approve {tool}")
+    await person.press(how_long, *ALWAYS_KEYS[name], "Return")
+    return await person.window(f"remember for which {tool} actions")
+
+
+def test_action_pattern_is_edited_in_the_dialog(
+    prompter: DialogPrompter, person: Person, tool: str
+) -> None:
+    async def act() -> None:
+        entry = await approve_always(person, prompter.name, tool)
+        await person.press(entry, "ctrl+a")
+        await person.type(entry, "/home/a/proj/")
+        await person.press(entry, "Return")
+
+    approval = run(lambda: answer_approval(prompter, action_request(tool), act))
+    reason = f"approved in {prompter.name}"
+    assert approval == Approval(True, Remember.ALWAYS, reason, "/home/a/proj/")
+
+
+def test_action_pattern_kept_as_suggested_with_enter(
+    prompter: DialogPrompter, person: Person, tool: str
+) -> None:
+    async def act() -> None:
+        await person.press(await approve_always(person, prompter.name, tool), "Return")
+
+    approval = run(lambda: answer_approval(prompter, action_request(tool), act))
+    reason = f"approved in {prompter.name}"
+    assert approval == Approval(True, Remember.ALWAYS, reason, PROJECT_FILE)
+
+
+def test_action_pattern_escape_remembers_nothing(
+    prompter: DialogPrompter, person: Person, tool: str
+) -> None:
+    async def act() -> None:
+        await person.press(await approve_always(person, prompter.name, tool), "Escape")
+
+    approval = run(lambda: answer_approval(prompter, action_request(tool), act))
+    assert approval.approved and approval.remember is Remember.ONCE and approval.pattern is None
+    assert "not remembered" in approval.reason

@@ -8,6 +8,7 @@ says exactly which pattern an answer would be remembered for.
 
 from __future__ import annotations
 
+from registry_core.elevation.actions import covers
 from registry_core.elevation.messages import ActionDisplay, PatternKind
 from registry_core.elevation.prompter import ApprovalRequest
 from registry_core.elevation.prompters.text import (
@@ -27,10 +28,12 @@ _PATTERN_WORDS = {
 }
 
 
-def pattern_words(request: ApprovalRequest) -> str:
+def pattern_words(request: ApprovalRequest, pattern: str | None = None) -> str:
+    """What remembering covers: the suggested pattern, or ``pattern`` when given."""
     action = request.action
     assert action is not None
-    return f"{_PATTERN_WORDS[action.pattern_kind]} {clean(action.pattern)}"
+    shown = action.pattern if pattern is None else pattern
+    return f"{_PATTERN_WORDS[action.pattern_kind]} {clean(shown)}"
 
 
 def action_text(request: ApprovalRequest, limits: Limits) -> PromptText:
@@ -68,3 +71,62 @@ def action_text(request: ApprovalRequest, limits: Limits) -> PromptText:
         fields=tuple(fields),
         footer=f"Unanswered, this request is denied after {request.timeout:.0f} s.",
     )
+
+
+# --- the remember pattern, edited on one line ---------------------------------------------
+
+MAX_PATTERN_TRIES = 3
+"""Patterns a headless front-end accepts before it remembers nothing (the answer counts once)."""
+
+
+def editable_pattern(request: ApprovalRequest) -> str | None:
+    """The suggested remember pattern when the person may edit it on one line, else ``None``.
+
+    ``None`` for a tool request, and for a pattern a one-line field cannot show
+    as it is: one with control characters (an exact multi-line command) or
+    backslashes (which kdialog and zenity turn into escapes).  Such a pattern
+    is remembered as shown, as before.
+    """
+    action = request.action
+    if action is None or "\\" in action.pattern or clean(action.pattern) != action.pattern:
+        return None
+    return action.pattern
+
+
+def pattern_problem(request: ApprovalRequest, pattern: str) -> str | None:
+    """Why ``pattern`` cannot be remembered for this action (``None``: it can).
+
+    The broker checks the same again (``action_flow.remember_answer``); asking
+    here lets the person correct it while the question is still open.
+    """
+    action = request.action
+    assert action is not None
+    if not pattern:
+        return "an empty pattern covers nothing"
+    if not covers(
+        action.pattern_kind,
+        pattern,
+        summary=action.summary,
+        command=action.command,
+        path=action.path,
+    ):
+        return f"{clean(pattern)!r} does not cover this action"
+    return None
+
+
+def pattern_question(request: ApprovalRequest, problem: str | None = None) -> list[str]:
+    """The lines above the one-line pattern field (plain text)."""
+    action = request.action
+    assert action is not None
+    lines = [
+        f"Remember this answer for {_PATTERN_WORDS[action.pattern_kind]}:",
+        "Keep the suggested pattern, or change it; it must still cover this action"
+        + (
+            " (a path ending in / covers every file beneath it)."
+            if action.pattern_kind is PatternKind.PATH
+            else "."
+        ),
+    ]
+    if problem is not None:
+        lines.insert(0, f"Not accepted: {problem}.")
+    return lines

@@ -35,6 +35,8 @@ from registry_core.elevation.prompters import (
     password_answer,
     withdrawn_approval,
 )
+from registry_core.elevation.prompters.action_text import pattern_question
+from registry_core.elevation.prompters.pattern_dialog import EntryArgs, confirm_pattern
 from registry_core.elevation.prompters.text import (
     APPROVE_CHOICES,
     PromptText,
@@ -106,7 +108,20 @@ class KDialogPrompter(DialogPrompter):
                 return Approval(False, Remember.ONCE, "denied in kdialog")
             if outcome.status != 0:
                 return Approval(False, Remember.ONCE, "kdialog closed without an answer")
-            return await self._how_long(request)
+            approval = await self._how_long(request)
+            if not approval.approved:
+                return approval
+            return await confirm_pattern(
+                self._dialogs, request, approval, self._pattern_entry(request), self.program
+            )
+
+    def _pattern_entry(self, request: ApprovalRequest) -> EntryArgs:
+        def entry(problem: str | None, shown: str) -> list[str]:
+            label = "<br>".join(escape(line) for line in pattern_question(request, problem))
+            title = f"Ollie: remember for which {clean(request.tool)} actions?"
+            return ["--title", title, "--inputbox", f"<qt>{label}</qt>", shown]
+
+        return entry
 
     async def _how_long(self, request: ApprovalRequest) -> Approval:
         question = (

@@ -42,6 +42,13 @@ from registry_core.elevation.prompter import (
     Remember,
 )
 from registry_core.elevation.prompters import TerminalError
+from registry_core.elevation.prompters.action_text import (
+    MAX_PATTERN_TRIES,
+    editable_pattern,
+    pattern_problem,
+    pattern_question,
+    pattern_words,
+)
 from registry_core.elevation.prompters.text import (
     APPROVE_CHOICES,
     DENY_CHOICES,
@@ -55,6 +62,7 @@ DEFAULT_TTY = "/dev/tty"
 WITHDRAWN = "(request withdrawn)"
 APPROVE_PROMPT = "Approve? [y]es / [N]o (default: no): "
 CHOICE_PROMPT = "Choice [1]: "
+PATTERN_PROMPT = "Pattern [{suggested}]: "
 PASSWORD_PROMPT = "Password (not shown): "  # noqa: S105  (a label, not a secret)
 _YES = frozenset({"y", "yes", "a", "approve"})
 _RULE = "=" * 72
@@ -252,10 +260,36 @@ class TerminalPrompter:
         remember = choices[0]
         if choice and choice.isdecimal() and 1 <= int(choice) <= len(choices):
             remember = choices[int(choice) - 1]
-        verdict = "Approved" if approved else "Denied"
-        await tty.write(f"-> {verdict}: {remember.label.lower()}.\n")
         reason = "approved on the terminal" if approved else "denied on the terminal"
-        return Approval(approved, remember, reason)
+        pattern: str | None = None
+        if remember is not Remember.ONCE and editable_pattern(request) is not None:
+            pattern, problem = await self._pattern(tty, request)
+            if pattern is None:
+                remember = Remember.ONCE
+                reason += f" (not remembered: {problem})"
+        verdict = "Approved" if approved else "Denied"
+        covering = f", for {pattern_words(request, pattern)}" if pattern is not None else ""
+        await tty.write(f"-> {verdict}: {remember.label.lower()}{covering}.\n")
+        return Approval(approved, remember, reason, pattern)
+
+    async def _pattern(self, tty: _Tty, request: ApprovalRequest) -> tuple[str | None, str]:
+        """(the pattern the person kept or typed, "") or (None, why nothing is remembered)."""
+        suggested = editable_pattern(request)
+        assert suggested is not None
+        await tty.write("\n".join(pattern_question(request)) + "\n")
+        problem = "no acceptable pattern"
+        for _ in range(MAX_PATTERN_TRIES):
+            typed = await self._ask(tty, PATTERN_PROMPT.format(suggested=clean(suggested)))
+            if typed is None:
+                return None, "no pattern confirmed (end of input)"
+            if not typed:
+                return suggested, ""
+            found = pattern_problem(request, typed)
+            if found is None:
+                return typed, ""
+            problem = found
+            await tty.write(f"Not accepted: {problem}. Enter keeps the suggestion.\n")
+        return None, problem
 
     async def _password(self, tty: _Tty, request: PasswordRequest) -> PasswordAnswer:
         text = password_text(request)

@@ -39,6 +39,8 @@ from registry_core.elevation.prompters import (
     password_answer,
     withdrawn_approval,
 )
+from registry_core.elevation.prompters.action_text import pattern_question
+from registry_core.elevation.prompters.pattern_dialog import EntryArgs, confirm_pattern
 from registry_core.elevation.prompters.text import (
     APPROVE_CHOICES,
     PromptText,
@@ -122,9 +124,16 @@ class ZenityPrompter(DialogPrompter):
             if withdrawn is not None:
                 return withdrawn
             if outcome.status == 0:
-                return await self._how_long(request)
-            if outcome.status == 1 and outcome.stdout.strip() == DENY_ALWAYS_LABEL.encode():
-                return Approval(False, Remember.DENY_ALWAYS, "denied always in zenity")
+                approval = await self._how_long(request)
+                if not approval.approved:
+                    return approval
+            elif outcome.status == 1 and outcome.stdout.strip() == DENY_ALWAYS_LABEL.encode():
+                approval = Approval(False, Remember.DENY_ALWAYS, "denied always in zenity")
+            else:
+                approval = None
+            if approval is not None:
+                entry = self._pattern_entry(request)
+                return await confirm_pattern(self._dialogs, request, approval, entry, self.program)
             if outcome.status == 1 and not outcome.stdout.strip():
                 return Approval(False, Remember.ONCE, "denied in zenity")
             return Approval(False, Remember.ONCE, "zenity closed without an answer")
@@ -171,6 +180,18 @@ class ZenityPrompter(DialogPrompter):
         if remember not in APPROVE_CHOICES:
             return Approval(False, Remember.ONCE, f"zenity gave an unknown choice {answer!r}")
         return Approval(True, remember, "approved in zenity")
+
+    def _pattern_entry(self, request: ApprovalRequest) -> EntryArgs:
+        def entry(problem: str | None, shown: str) -> list[str]:
+            return [
+                "--entry",
+                f"--title=Ollie: remember for which {clean(request.tool)} actions?",
+                f"--text={mnemonic_plain(chr(10).join(pattern_question(request, problem)))}",
+                f"--entry-text={shown}",
+                "--width=560",
+            ]
+
+        return entry
 
     async def ask_password(self, request: PasswordRequest) -> PasswordAnswer:
         text = password_text(request)
