@@ -9,6 +9,9 @@ or closing either window denies once.  "Deny always" is not offered (the
 message box's third button would be indistinguishable from Escape); the text
 says how to deny a tool always from the command line.
 
+For an agent's action remembered beyond this once, an ``--inputbox``
+prefilled with the suggested pattern follows (see :mod:`.pattern_dialog`).
+
 Text is rich text (``<qt>``): every string is HTML-escaped, and backslashes
 become ``&#92;`` because kdialog turns ``\\n`` in message texts into
 newlines.  The password dialog is ``--password``; the password comes back on

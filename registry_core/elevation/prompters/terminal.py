@@ -9,7 +9,11 @@ question can always be cancelled.
 Approval: the request (see :mod:`.text`), then ``Approve? [y/N]``: ``y``,
 ``yes``, ``a`` or ``approve`` approve, anything else (Enter, end of input)
 denies; then a numbered "remember" menu whose default (1, Enter) is "only
-this time".  Input typed before a question appears is discarded
+this time".  For an agent's action (``ollie-approve``) remembered beyond
+this once, ``Pattern [suggested]:`` follows: Enter keeps the suggested
+pattern, or the person types another, refused (and asked again, at most three
+times) unless it covers the action; end of input or three refusals remember
+nothing.  Input typed before a question appears is discarded
 (``tcflush``), so type-ahead cannot answer it.  Password: echo is turned off
 with termios for the one line read, and the line is never printed.
 

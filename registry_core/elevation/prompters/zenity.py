@@ -11,6 +11,10 @@ means only this time; its cancel button is "Deny after all").  A plain list
 rather than ``--radiolist``: zenity's radio buttons cannot be toggled from
 the keyboard.
 
+For an agent's action remembered beyond this once (an approval with a
+duration, or "Deny always"), an ``--entry`` prefilled with the suggested
+pattern follows (see :mod:`.pattern_dialog`).
+
 Text in ``--question`` and ``--list`` is Pango markup, so it is
 markup-escaped; zenity also expands backslash escapes (``\\n``, ``\\101``) in
 every ``--text``, so backslashes are doubled; the ``--entry`` label is plain
