@@ -19,11 +19,14 @@ Measures in one run, each against a baseline taken in the same run:
 
 Informational rows: ``Dispatcher.call`` in this process on a registry
 snapshot loaded once (what the server runs per call); a repeated listing on
-the same server; and the official Python SDK's ``ClientSession.list_tools()``
-round trip (first and repeated), with its own decoding of the same response
-line (``JSONRPCMessage.model_validate_json`` then ``ListToolsResult``) timed
-apart: that is the client's cost, paid in the agent's process, and clients in
-other languages pay their own (docs/decisions.md).
+the same server; CPU time (user + system) of the cold load and of the
+server process for its first listing (``/proc/PID/stat``, every thread), the
+same comparison unaffected by other work on a busy machine; and the official
+Python SDK's ``ClientSession.list_tools()`` round trip (first and repeated),
+with its own decoding of the same response line
+(``JSONRPCMessage.model_validate_json`` then ``ListToolsResult``) timed
+apart: that is the client's cost, paid in the agent's process, and clients
+in other languages pay their own (docs/decisions.md).
 ``$XDG_RUNTIME_DIR`` (each call's private ``/tmp``) is on a tmpfs when
 ``/dev/shm`` is one, as in a desktop session and as in ``bench/dispatch.py``.
 
@@ -60,7 +63,7 @@ import anyio.to_thread  # noqa: E402
 from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
-from bench.registry_load import baseline, generate, timed  # noqa: E402
+from bench.registry_load import baseline, generate  # noqa: E402
 from registry_core.registry import RegistryLoader  # noqa: E402
 from registry_core.registry.scan_cache import SETTLE_NS  # noqa: E402
 
@@ -179,20 +182,25 @@ def bench_list(root: Path, count: int, rounds: int) -> dict[str, Any]:
 
     def cold_load() -> object:
         # bench/registry_load.py's "cold load": a new loader, as a new process has,
-        # the scan cache on disk; timed with its timed (tear-down not counted).
+        # the scan cache on disk.
         return RegistryLoader([tools], env=env, cache_dir=cache).load()
 
     baseline(tools)  # page cache warm for every contender
     cold_load()  # writes the scan cache
     loads: list[float] = []
+    load_cpus: list[float] = []
     firsts: list[float] = []
     repeats: list[float] = []
+    first_cpus: list[float] = []
     line = b""
     for _ in range(rounds):  # interleaved: a burst of load on the machine hits both alike
-        loads.append(timed(cold_load))
-        first_raw, repeat_raw, line = _raw_list(env, cwd)
+        wall, cpu = _timed(cold_load)
+        loads.append(wall)
+        load_cpus.append(cpu)
+        first_raw, repeat_raw, first_cpu, line = _raw_list(env, cwd)
         firsts.append(first_raw)
         repeats.append(repeat_raw)
+        first_cpus.append(first_cpu)
     sdk_firsts: list[float] = []
     sdk_repeats: list[float] = []
     listed: list[int] = []
@@ -227,15 +235,34 @@ def bench_list(root: Path, count: int, rounds: int) -> dict[str, Any]:
         "first_list": first,
         "repeat_list": statistics.median(repeats),
         "ratio": first / load,
+        "load_cpu": statistics.median(load_cpus),
+        "first_cpu": statistics.median(first_cpus),
         "sdk_first": statistics.median(sdk_firsts),
         "sdk_repeat": statistics.median(sdk_repeats),
         "sdk_decode": statistics.median(decodes),
     }
 
 
-def _raw_list(env: dict[str, str], cwd: Path) -> tuple[float, float, bytes]:
-    """The server's share of ``tools/list``: write the JSON-RPC lines, wait for the
-    response line's bytes, decode nothing. (first, repeated, the response line)."""
+def _timed(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall, CPU) time of ``fn``, stopped before what it returns is freed: as
+    ``_timed()`` of bench/registry_load.py (tearing a registry down is not loading it)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    result = fn()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    del result
+    return wall, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, every thread) ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _raw_list(env: dict[str, str], cwd: Path) -> tuple[float, float, float, bytes]:
+    """``tools/list`` as a client sees it that writes the JSON-RPC lines and reads the
+    response line's bytes, decoding nothing: (first, repeated, the server's CPU time
+    for the first, the response line)."""
     proc = subprocess.Popen(
         [str(TOOLS_CLI), "mcp", "--cwd", str(cwd)],
         stdin=subprocess.PIPE,
@@ -258,14 +285,17 @@ def _raw_list(env: dict[str, str], cwd: Path) -> tuple[float, float, bytes]:
         proc.stdout.readline()
         send({"method": "notifications/initialized"})
         times: list[float] = []
+        cpu: list[float] = []
         line = b""
         for request in (1, 2):
+            c0 = _cpu_seconds(proc.pid)
             t0 = time.perf_counter()
             send({"id": request, "method": "tools/list"})
             line = proc.stdout.readline()
             times.append(time.perf_counter() - t0)
+            cpu.append(_cpu_seconds(proc.pid) - c0)
             assert b'"tools"' in line[:64], line[:200]
-        return times[0], times[1], line
+        return times[0], times[1], cpu[0], line
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
@@ -298,6 +328,14 @@ def report(call: dict[str, Any], listing: dict[str, Any]) -> str:
             verdict(listing["ratio"] <= LIST_TARGET),
         ),
         ("tools/list, repeated", ms(listing["repeat_list"]), "", "(info)", ""),
+        ("  CPU: registry load (this process)", ms(listing["load_cpu"]), "", "(info)", ""),
+        (
+            "  CPU: server, first tools/list",
+            ms(listing["first_cpu"]),
+            f"{listing['first_cpu'] / listing['load_cpu']:.2f}x load",
+            "(info)",
+            "",
+        ),
         ("Python SDK client, first list", ms(listing["sdk_first"]), "", "(info)", ""),
         ("Python SDK client, repeated", ms(listing["sdk_repeat"]), "", "(info)", ""),
         (

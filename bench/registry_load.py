@@ -207,7 +207,7 @@ def _check_same(a: dict[str, Any], b: dict[str, Any]) -> None:
             raise SystemExit(f"registry_load: the scan cache changed tool {name}")
 
 
-def timed(fn: Callable[[], object]) -> float:
+def _timed(fn: Callable[[], object]) -> float:
     """Wall time of ``fn``; what it returns is freed after the clock stops (a loaded
     registry is kept by its owner: tearing it down is not part of loading it)."""
     start = time.perf_counter()
@@ -225,7 +225,7 @@ def _median(
     for _ in range(repeat):
         if before is not None:
             before()
-        times.append(timed(fn))
+        times.append(_timed(fn))
     return statistics.median(times)
 
 
@@ -264,9 +264,9 @@ def run(count: int, repeat: int) -> dict[str, Any]:
         cold_times: list[float] = []
         first_times: list[float] = []
         for _ in range(repeat):
-            base_times.append(timed(lambda: baseline(directory)))
-            cold_times.append(timed(cold_load))
-            first_times.append(timed(first_scan))
+            base_times.append(_timed(lambda: baseline(directory)))
+            cold_times.append(_timed(cold_load))
+            first_times.append(_timed(first_scan))
         base = statistics.median(base_times)
         cold = statistics.median(cold_times)
         first = statistics.median(first_times)

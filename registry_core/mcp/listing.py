@@ -64,14 +64,19 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     )
 
 
-def mcp_tool(tool: Tool) -> types.Tool:
+def listed_description(tool: Tool) -> str | None:
+    """The tool's description, with what calling it asks of the person appended."""
     description = tool.description
     note = approval_note(tool)
     if note:
         description = f"{description} [{note}]" if description else f"[{note}]"
+    return description
+
+
+def mcp_tool(tool: Tool) -> types.Tool:
     return types.Tool(
         name=tool.name,
-        description=description,
+        description=listed_description(tool),
         inputSchema=input_schema(tool),
         annotations=tool_annotations(tool),
     )
@@ -95,9 +100,7 @@ def tool_definition(tool: Tool) -> dict[str, Any]:
     """``mcp_tool(tool)`` as the SDK would send it, built without the models."""
     tool.docs.decode_with(_loads)
     note = approval_note(tool)
-    description = tool.description
-    if note:
-        description = f"{description} [{note}]" if description else f"[{note}]"
+    description = listed_description(tool)
     annotations: dict[str, Any] = {
         "title": f"{tool.name} ({note})" if note else tool.name,
         "readOnlyHint": tool.read_only,
