@@ -194,20 +194,26 @@ class Broker:
             client=req.client,
         )
 
-    def _policy_decision(self, ar: ApprovalRequest) -> m.DecisionReply | None:
+    def _policy_decision(
+        self, ar: ApprovalRequest, request_id: m.RequestId = 0
+    ) -> m.DecisionReply | None:
         if ar.action is not None:
             rule = remembered_rule(self.actions, ar)
             if rule is None:
                 return None
             reason = f"remembered: {rule.describe()}"
-            return self._reply(ar, rule.decision, reason, m.DecidedBy.POLICY, rule.remember)
+            return self._reply(
+                ar, rule.decision, reason, m.DecidedBy.POLICY, rule.remember, request_id=request_id
+            )
         policy = self.policies.lookup(ar.tool, ar.kind, ar.host, ar.executable, ar.sha256)
         if policy is None:
             return None
         if policy.decision is m.Decision.ALLOW and (ar.code is not None or ar.mismatches):
             return None  # remembered allows never cover free-form code or a mismatch
         reason = f"remembered: {policy.describe()}"
-        return self._reply(ar, policy.decision, reason, m.DecidedBy.POLICY, policy.remember)
+        return self._reply(
+            ar, policy.decision, reason, m.DecidedBy.POLICY, policy.remember, request_id=request_id
+        )
 
     def _reply(
         self,
@@ -242,6 +248,31 @@ class Broker:
         if self.denials is not None:
             self.denials.add(Denial(time.time(), tool, host, why, reason))
 
+    def elevate_now(
+        self, req: m.ElevateRequest, requester: Requester
+    ) -> m.DecisionReply | ApprovalRequest:
+        """Decide ``req`` at once when no person is needed (shutting down, paused, a
+        remembered policy, no front-end); else the question to pass to
+        :meth:`elevate_asked`.  Raises MessageError for unknown or unusable tools.
+
+        Synchronous: the server answers these without a task, so decisions that
+        need no person never wait behind each other or behind an open question."""
+        ar = self._approval_request(req, requester, self._facts(req, requester))
+        reply = self._decide_now(ar, req.id)
+        return ar if reply is None else reply
+
+    async def elevate_asked(
+        self,
+        req: m.ElevateRequest,
+        ar: ApprovalRequest,
+        progress: Callable[[m.ProgressState], None] | None = None,
+    ) -> m.DecisionReply:
+        """Ask the person about ``ar`` (what :meth:`elevate_now` returned for ``req``)."""
+        # The requester's own deadline covers waiting behind other questions too.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.timeout if req.timeout is not None else None
+        return await self._ask_person(ar, progress, deadline, req.id)
+
     async def elevate(
         self,
         req: m.ElevateRequest,
@@ -249,19 +280,34 @@ class Broker:
         progress: Callable[[m.ProgressState], None] | None = None,
     ) -> m.DecisionReply:
         """Decide one request; raises MessageError for unknown or unusable tools."""
-        ar = self._approval_request(req, requester, self._facts(req, requester))
-        # The requester's own deadline covers waiting behind other questions too.
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + req.timeout if req.timeout is not None else None
-        reply = await self._decide(ar, progress, deadline)
-        return m.DecisionReply(
-            id=req.id,
-            decision=reply.decision,
-            reason=reply.reason,
-            by=reply.by,
-            remember=reply.remember,
-            grant=reply.grant,
+        first = self.elevate_now(req, requester)
+        if isinstance(first, m.DecisionReply):
+            return first
+        return await self.elevate_asked(req, first, progress)
+
+    def action_now(
+        self, req: m.ActionRequest, requester: Requester
+    ) -> m.DecisionReply | ApprovalRequest:
+        """An agent's own action decided at once (a remembered rule, paused...), or
+        the question to pass to :meth:`action_asked`."""
+        ar = action_approval_request(
+            req,
+            requester,
+            request_id=f"r{next(self._ids)}",
+            host=self.config.host,
+            timeout=self.config.prompt_timeout,
         )
+        reply = self._decide_now(ar, req.id)
+        return ar if reply is None else reply
+
+    async def action_asked(
+        self,
+        req: m.ActionRequest,
+        ar: ApprovalRequest,
+        progress: Callable[[m.ProgressState], None] | None = None,
+    ) -> m.DecisionReply:
+        """Ask the person about the action ``ar`` (from :meth:`action_now`)."""
+        return await self._ask_person(ar, progress, None, req.id)
 
     async def action(
         self,
@@ -270,39 +316,47 @@ class Broker:
         progress: Callable[[m.ProgressState], None] | None = None,
     ) -> m.DecisionReply:
         """Decide an agent's own action: a remembered rule, else the person."""
-        ar = action_approval_request(
-            req,
-            requester,
-            request_id=f"r{next(self._ids)}",
-            host=self.config.host,
-            timeout=self.config.prompt_timeout,
-        )
-        reply = await self._decide(ar, progress)
-        return m.DecisionReply(
-            id=req.id,
-            decision=reply.decision,
-            reason=reply.reason,
-            by=reply.by,
-            remember=reply.remember,
-        )
+        first = self.action_now(req, requester)
+        if isinstance(first, m.DecisionReply):
+            return first
+        return await self.action_asked(req, first, progress)
 
-    async def _decide(
+    def _decide_now(self, ar: ApprovalRequest, request_id: m.RequestId) -> m.DecisionReply | None:
+        """The decisions that need no person; ``None``: ask one."""
+        deny = m.Decision.DENY
+        if self.closing:
+            return self._reply(
+                ar, deny, "the broker is shutting down", m.DecidedBy.SHUTDOWN, request_id=request_id
+            )
+        if self.paused:
+            return self._reply(
+                ar, deny, "requests are paused", m.DecidedBy.PAUSED, request_id=request_id
+            )
+        remembered = self._policy_decision(ar, request_id)
+        if remembered is not None:
+            return remembered
+        if not self.prompter.available():
+            reason = f"no front-end can ask ({self.prompter.name} is unavailable)"
+            return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END, request_id=request_id)
+        return None
+
+    async def _ask_person(
+        self,
+        ar: ApprovalRequest,
+        progress: Callable[[m.ProgressState], None] | None,
+        deadline: float | None,
+        request_id: m.RequestId,
+    ) -> m.DecisionReply:
+        reply = await self._queue_and_ask(ar, progress, deadline)
+        return dataclasses.replace(reply, id=request_id)
+
+    async def _queue_and_ask(
         self,
         ar: ApprovalRequest,
         progress: Callable[[m.ProgressState], None] | None,
         deadline: float | None = None,
     ) -> m.DecisionReply:
         deny = m.Decision.DENY
-        if self.closing:
-            return self._reply(ar, deny, "the broker is shutting down", m.DecidedBy.SHUTDOWN)
-        if self.paused:
-            return self._reply(ar, deny, "requests are paused", m.DecidedBy.PAUSED)
-        remembered = self._policy_decision(ar)
-        if remembered is not None:
-            return remembered
-        if not self.prompter.available():
-            reason = f"no front-end can ask ({self.prompter.name} is unavailable)"
-            return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
         self.pending[ar.id] = Pending(ar, self._clock())
         self._changed()
         outcome: m.DecisionReply | None = None

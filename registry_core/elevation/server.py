@@ -2,13 +2,15 @@
 
 Socket safety is :mod:`registry_core.elevation.listen`'s job (0700 directory,
 0600 socket, live-instance detection, stale socket replacement).  Every
-connection's peer
-uid comes from ``SO_PEERCRED``; another uid gets a ``peer_uid`` error and
+connection's peer uid comes from ``SO_PEERCRED``; another uid gets a ``peer_uid`` error and
 the connection is closed.
 
-Each request runs in its own task, so one connection may have several in
-flight.  When the peer's stream ends, its unanswered requests are
-cancelled, which withdraws their questions (denied, "client gone").
+A request that needs no person (ping, status, and every decision made by
+a remembered policy, a pause, shutdown or an unknown tool) is answered as
+soon as its frame is read, without a task; one that waits for a person
+runs in a task of its own, so one connection may have several in flight.
+When the peer's stream ends, its unanswered requests are cancelled, which
+withdraws their questions (denied, "client gone").
 
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
@@ -25,8 +27,9 @@ import contextlib
 import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.core import Broker
@@ -58,23 +61,103 @@ __all__ = [
 from registry_core.elevation.protocol import encode, request_decoder
 
 log = logging.getLogger(__name__)
-_READ_CHUNK = 65536
-# Many clients may connect at once (an agent's parallel calls, 500+ in the tests);
+# Many clients may connect at once (an agent's parallel calls, 5,000 in bench/broker.py);
 # a short backlog makes non-blocking connects fail (asyncio clients get ENOTCONN).
 _BACKLOG = socket.SOMAXCONN
 
 
-class _Connection:
-    """One client connection: decode, run each request as a task, write its reply."""
+class _Connection(asyncio.Protocol):
+    """One client connection: decode, decide, write each reply.
 
-    def __init__(
-        self, server: BrokerServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    A protocol, not streams: bytes arrive in :meth:`data_received` and replies
+    leave through the transport, with no task per connection.  Requests no
+    person needs to answer (ping, status, and every decision made by a
+    remembered policy, a pause, shutdown, an unknown tool) are answered there
+    and then; a request that waits for a person runs in a task of its own.
+    Replies are written the moment they exist, so what is written first
+    arrives first.  A peer that stops reading its replies is not read from
+    until the kernel has taken them (``pause_writing``)."""
+
+    def __init__(self, server: BrokerServer) -> None:
         self.server = server
-        self.reader = reader
-        self.writer = writer
+        self.transport: asyncio.Transport | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self.requester: Requester | None = None
+        self.decoder = request_decoder()
+        self.peer: tuple[int, int] | None = None  # (uid, pid) once admitted
+        self.lost = asyncio.get_running_loop().create_future()
+
+    # --- asyncio.Protocol ------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.connections.add(self)
+        if self.server.closing:  # accepted just before close(): nothing more is served
+            transport.close()
+            return
+        try:
+            self._admit(transport)
+        except Exception:
+            log.exception("connection failed")
+            transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if self.requester is None:  # refused, or closing: nothing is read
+            return
+        for item in self.decoder.feed(data):
+            self._dispatch(item)
+
+    def eof_received(self) -> bool | None:
+        if self.requester is not None:
+            for item in self.decoder.feed_eof():
+                self._dispatch(item)
+        # The peer is done sending: its unanswered requests are withdrawn, and the
+        # transport closes once the replies written so far are out.
+        self._cancel_tasks()
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_tasks()
+        if self.peer is not None:
+            uid, pid = self.peer
+            self.server.peers.leave(uid, pid)
+            self.peer = None
+        self.server.connections.discard(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def pause_writing(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    # --- requests --------------------------------------------------------------------
+
+    def _admit(self, transport: asyncio.Transport) -> None:
+        pid, uid, gid = peer_credentials(transport.get_extra_info("socket"))
+        if uid != os.getuid():
+            log.warning("refused a connection from pid %d uid %d", pid, uid)
+            message = f"uid {uid} may not use this broker"
+            self._close_with(m.ErrorReply(id=None, code=m.ErrorCode.PEER_UID, message=message))
+            return
+        refused = self.server.peers.admit(uid, pid)
+        if refused is not None:
+            self.server.note_refusal(refused)
+            code = m.ErrorCode.TOO_MANY_CONNECTIONS
+            self._close_with(m.ErrorReply(id=None, code=code, message=refused))
+            return
+        self.peer = (uid, pid)
+        identify = self.server.identify or describe_peer
+        self.requester = identify(pid, uid, gid, self.server.broker.config.host)
+
+    def _close_with(self, message: m.Reply) -> None:
+        self.write(message)
+        assert self.transport is not None
+        self.transport.close()
 
     def write(self, message: m.Reply) -> None:
         """Queue ``message`` at once, so what is written first arrives first."""
@@ -82,67 +165,38 @@ class _Connection:
             data = encode(message)
         except m.MessageError as exc:
             data = encode(m.ErrorReply(id=message.id, code=exc.code, message=exc.message))
-        if not self.writer.is_closing():
-            self.writer.write(data)
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
 
-    async def send(self, message: m.Reply) -> None:
-        self.write(message)
-        if self.writer.is_closing():
+    def _dispatch(self, item: m.Request | m.MessageError) -> None:
+        if isinstance(item, m.MessageError):
+            self.write(item.to_reply())
             return
-        with contextlib.suppress(ConnectionError):
-            await self.writer.drain()
-
-    async def run(self) -> None:
-        sock = self.writer.get_extra_info("socket")
-        pid, uid, gid = peer_credentials(sock)
-        if uid != os.getuid():
-            log.warning("refused a connection from pid %d uid %d", pid, uid)
-            await self.send(
-                m.ErrorReply(
-                    id=None, code=m.ErrorCode.PEER_UID, message=f"uid {uid} may not use this broker"
-                )
-            )
-            return
-        refused = self.server.peers.admit(uid, pid)
+        assert self.peer is not None
+        uid, pid = self.peer
+        peers = self.server.peers
+        refused = peers.start(uid, pid, id(self))
         if refused is not None:
             self.server.note_refusal(refused)
-            code = m.ErrorCode.TOO_MANY_CONNECTIONS
-            await self.send(m.ErrorReply(id=None, code=code, message=refused))
+            code = m.ErrorCode.TOO_MANY_REQUESTS
+            self.write(m.ErrorReply(id=item.id, code=code, message=refused))
             return
         try:
-            await self._serve(pid, uid, gid)
-        finally:
-            self.server.peers.leave(uid, pid)
+            question = self._answer_now(item)
+        except BaseException:
+            peers.finish(uid, pid, id(self))
+            raise
+        if question is None:
+            peers.finish(uid, pid, id(self))
+            return
+        task = asyncio.create_task(question)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        task.add_done_callback(lambda _t: peers.finish(uid, pid, id(self)))
 
-    async def _serve(self, pid: int, uid: int, gid: int) -> None:
-        identify = self.server.identify or describe_peer
-        self.requester = identify(pid, uid, gid, self.server.broker.config.host)
-        peers = self.server.peers
-        decoder = request_decoder()
-        while True:
-            try:
-                data = await self.reader.read(_READ_CHUNK)
-            except ConnectionError:
-                data = b""
-            items = decoder.feed(data) if data else decoder.feed_eof()
-            for item in items:
-                if isinstance(item, m.MessageError):
-                    await self.send(item.to_reply())
-                    continue
-                refused = peers.start(uid, pid, id(self))
-                if refused is not None:
-                    self.server.note_refusal(refused)
-                    code = m.ErrorCode.TOO_MANY_REQUESTS
-                    await self.send(m.ErrorReply(id=item.id, code=code, message=refused))
-                    continue
-                task = asyncio.create_task(self.handle(item))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-                task.add_done_callback(lambda _t: peers.finish(uid, pid, id(self)))
-            if not data:
-                break
-
-    async def handle(self, req: m.Request) -> None:
+    def _answer_now(self, req: m.Request) -> Coroutine[Any, Any, None] | None:
+        """Answer ``req`` now, or return the coroutine that will (it needs a person)."""
         assert self.requester is not None
         broker = self.server.broker
         try:
@@ -156,20 +210,21 @@ class _Connection:
                     id=req.id, code=m.ErrorCode.SHUTTING_DOWN, message="the broker is shutting down"
                 )
             elif isinstance(req, m.ElevateRequest):
-
-                def progress(state: m.ProgressState) -> None:
-                    # Written now, not from a task: a notice must precede the decision.
-                    self.write(m.ProgressNotice(id=req.id, state=state))
-
-                reply = await broker.elevate(req, self.requester, progress)
+                first = broker.elevate_now(req, self.requester)
+                if not isinstance(first, m.DecisionReply):
+                    return self._answer_later(
+                        req, broker.elevate_asked(req, first, self._notify(req))
+                    )
+                reply = first
             elif isinstance(req, m.ActionRequest):
-
-                def action_progress(state: m.ProgressState) -> None:
-                    self.write(m.ProgressNotice(id=req.id, state=state))
-
-                reply = await broker.action(req, self.requester, action_progress)
+                decided = broker.action_now(req, self.requester)
+                if not isinstance(decided, m.DecisionReply):
+                    return self._answer_later(
+                        req, broker.action_asked(req, decided, self._notify(req))
+                    )
+                reply = decided
             elif isinstance(req, m.AskpassRequest):
-                reply = await broker.askpass(req, self.requester)
+                return self._answer_later(req, broker.askpass(req, self.requester))
             elif isinstance(req, m.SudoResultRequest):
                 reply = broker.sudo_result(req)
             elif isinstance(req, m.OpenBrowserRequest):
@@ -178,10 +233,28 @@ class _Connection:
                 reply = m.ErrorReply(id=req.id, code=m.ErrorCode.UNKNOWN_OP, message="unknown op")
         except m.MessageError as exc:
             reply = exc.to_reply()
+        except Exception as exc:
+            reply = _internal_error(req, exc)
+        self.write(reply)
+        return None
+
+    def _notify(self, req: m.ElevateRequest | m.ActionRequest) -> Callable[[m.ProgressState], None]:
+        def progress(state: m.ProgressState) -> None:
+            # Written now, not from a task: a notice must precede the decision.
+            self.write(m.ProgressNotice(id=req.id, state=state))
+
+        return progress
+
+    async def _answer_later(self, req: m.Request, decision: Awaitable[m.Reply]) -> None:
+        broker = self.server.broker
+        try:
+            reply = await decision
+        except m.MessageError as exc:
+            reply = exc.to_reply()
         except asyncio.CancelledError:
             if broker.closing:
                 # Shutdown: the requester still gets its denial before the close.
-                await self.send(
+                self.write(
                     m.DecisionReply(
                         id=req.id,
                         decision=m.Decision.DENY,
@@ -191,13 +264,12 @@ class _Connection:
                 )
             raise
         except Exception as exc:
-            log.exception("internal error while handling %s", req.op)
-            reply = m.ErrorReply(
-                id=req.id,
-                code=m.ErrorCode.INTERNAL,
-                message=f"internal error: {type(exc).__name__}",
-            )
-        await self.send(reply)
+            reply = _internal_error(req, exc)
+        self.write(reply)
+
+    def _cancel_tasks(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
 
     async def cancel_all(self) -> None:
         tasks = list(self.tasks)
@@ -205,6 +277,13 @@ class _Connection:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _internal_error(req: m.Request, exc: Exception) -> m.ErrorReply:
+    log.error("internal error while handling %s", req.op, exc_info=exc)
+    return m.ErrorReply(
+        id=req.id, code=m.ErrorCode.INTERNAL, message=f"internal error: {type(exc).__name__}"
+    )
 
 
 class BrokerServer:
@@ -226,9 +305,8 @@ class BrokerServer:
         # ollie-remote's hook labels connections forwarded over ssh as remote.
         self.identify = identify
         self._server: asyncio.Server | None = None
-        self._connections: set[_Connection] = set()
-        self._handlers: set[asyncio.Task[None]] = set()
-        self._closing = False
+        self.connections: set[_Connection] = set()
+        self.closing = False
         self._inode: int | None = None
         self.closed = asyncio.Event()
         self.peers = PeerBook(limits or FloodLimits())
@@ -248,8 +326,8 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         loop.set_exception_handler(QuietAcceptErrors(log, loop.get_exception_handler()))
         self._inode = os.stat(self.path).st_ino
-        self._server = await asyncio.start_unix_server(
-            self._accept, sock=sock, limit=m.MAX_FRAME, backlog=_BACKLOG
+        self._server = await loop.create_unix_server(
+            lambda: _Connection(self), sock=sock, backlog=_BACKLOG
         )
 
     def open_browser(self, req: m.OpenBrowserRequest) -> m.Reply:
@@ -260,43 +338,24 @@ class BrokerServer:
         self.on_open_browser()
         return m.AckReply(id=req.id)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._closing:  # accepted just before close(): nothing more is served
-            writer.close()
-            return
-        conn = _Connection(self, reader, writer)
-        self._connections.add(conn)
-        task = asyncio.current_task()
-        if task is not None:
-            self._handlers.add(task)
-            task.add_done_callback(self._handlers.discard)
-        try:
-            await conn.run()
-        except Exception:
-            log.exception("connection failed")
-        finally:
-            await conn.cancel_all()
-            self._connections.discard(conn)
-            writer.close()
-            with contextlib.suppress(ConnectionError):
-                await writer.wait_closed()
-
     async def close(self) -> None:
         """Deny everything pending, close every connection, remove the socket file."""
         self.broker.begin_shutdown()
-        self._closing = True
+        self.closing = True
         if self._server is not None:
             self._server.close()
-        await asyncio.sleep(0)  # handlers of connections accepted just now start, and stop
-        for conn in list(self._connections):
-            await conn.cancel_all()
-        for conn in list(self._connections):
-            conn.writer.close()
-        # Let the handlers see their closed streams and finish: a handler still
-        # running when the loop ends is cancelled, and asyncio prints a traceback.
-        handlers = [t for t in self._handlers if t is not asyncio.current_task()]
-        if handlers:
-            await asyncio.wait(handlers, timeout=2.0)
+        for conn in list(self.connections):
+            await conn.cancel_all()  # each pending request gets its denial written
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.close()  # after the replies already written
+        # Wait for the replies to leave; a peer that never reads them is cut off.
+        lost = [conn.lost for conn in self.connections]
+        if lost:
+            await asyncio.wait(lost, timeout=2.0)
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
         self._remove_socket()
         self.closed.set()
 
@@ -308,4 +367,4 @@ class BrokerServer:
 
     @property
     def connection_count(self) -> int:
-        return len(self._connections)
+        return len(self.connections)
