@@ -182,6 +182,7 @@ class PolicyStore:
         self._on_problem = on_problem
         self._lock = threading.RLock()
         self._file: list[Policy] = []
+        self._by_key: dict[PolicyKey, builtins.list[Policy]] = {}  # _file, by key
         self._session: dict[PolicyKey, Policy] = {}
         self._rejected: list[Any] = []
         self._extra: dict[str, Any] | None = None
@@ -204,10 +205,20 @@ class PolicyStore:
         and sha256.  Expired policies never match.
         """
         exe = os.fspath(executable) if executable is not None else None
-        with self._transaction():
-            candidates = self._active((tool, Kind(kind), host))
-        candidates.sort(key=lambda p: p.decision is not Decision.DENY)  # denies first
-        return next((p for p in candidates if p.matches(exe, sha256)), None)
+        key = (tool, kind if type(kind) is Kind else Kind(kind), host)
+        # The hot path of every decision: the plain lock and a stat, no file lock.
+        with self._lock:
+            self._refresh()
+            candidates = self._active(key)
+            pending, self._unreported = self._unreported, []
+        self._report(pending)
+        found = None
+        for policy in candidates:
+            if policy.matches(exe, sha256):
+                if policy.decision is Decision.DENY:
+                    return policy  # a deny for the key wins
+                found = found or policy
+        return found
 
     def list(self, include_expired: bool = False) -> builtins.list[Policy]:
         """Session and file policies, sorted by tool, kind, host."""
@@ -383,7 +394,7 @@ class PolicyStore:
 
     def _active(self, key: PolicyKey) -> builtins.list[Policy]:
         now = self._clock()
-        found = [p for p in self._file if p.key == key]
+        found = list(self._by_key.get(key, ()))
         session = self._session.get(key)
         if session is not None:
             found.insert(0, session)
@@ -430,6 +441,9 @@ class PolicyStore:
         stamp: _Stamp | None,
     ) -> None:
         self._file, self._rejected, self._extra = policies, rejected, extra
+        self._by_key = {}
+        for policy in policies:
+            self._by_key.setdefault(policy.key, []).append(policy)
         self._stamp, self._loaded, self._write_block = stamp, True, None
         live = {*policies, *self._session.values()}
         self._deadlines = {p: d for p, d in self._deadlines.items() if p in live}

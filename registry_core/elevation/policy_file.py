@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import re
 import tempfile
@@ -158,6 +159,10 @@ class Policy:
 
     def describe(self) -> str:
         """One line for dialogs, audit reasons and the CLI."""
+        return self._description
+
+    @functools.cached_property
+    def _description(self) -> str:  # every remembered decision's reason: made once
         text = f"{self.decision.value} {self.tool} ({self.kind.value}) on {self.host}"
         text += f", {self.remember.label.lower()}"
         if self.expires is not None:

@@ -24,9 +24,10 @@ import enum
 import functools
 import json
 import math
+import operator
 import re
 from collections.abc import Callable
-from typing import Any, Generic, NoReturn, TypeVar
+from typing import Any, Generic, NoReturn, Protocol, TypeVar
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.messages import ErrorCode, JsonObject, MessageError, RequestId
@@ -46,6 +47,7 @@ _MISSING: Any = object()
 CLIENT_EXPECTED = f"a client name (1-{m.MAX_CLIENT_LENGTH} printable characters)"
 E = TypeVar("E", bound=enum.Enum)
 M = TypeVar("M")
+M_co = TypeVar("M_co", covariant=True)
 
 
 class _Fields:
@@ -151,6 +153,9 @@ def _enum_values(enum_type: type[enum.Enum]) -> frozenset[Any]:
 
 
 def _elevate(f: _Fields) -> m.ElevateRequest:
+    quick = _elevate_quick(f.obj, f.request_id)
+    if quick is not None:
+        return quick
     return m.ElevateRequest(
         id=f.id(),
         tool=f.text("tool", "a tool name ([A-Za-z0-9_.-], no leading '.')", pattern=_TOOL_RE),
@@ -162,6 +167,51 @@ def _elevate(f: _Fields) -> m.ElevateRequest:
         code=f.optional_text("code", "a string without NUL", forbid="\x00"),
         timeout=f.seconds("timeout"),
         client=f.optional_text("client", CLIENT_EXPECTED, pattern=_CLIENT_RE),
+    )
+
+
+_KINDS = {kind.value: kind for kind in m.Kind}
+
+
+def _optional_matches(value: Any, pattern: re.Pattern[str]) -> bool:
+    return value is None or (type(value) is str and pattern.fullmatch(value) is not None)
+
+
+def _elevate_quick(obj: JsonObject, request_id: RequestId | None) -> m.ElevateRequest | None:
+    """The common ``elevate`` (every field valid, no ``timeout``) checked in one go;
+    ``None`` for anything else, which the field-by-field path then accepts or
+    rejects with its precise message.  It accepts exactly what that path accepts
+    (``tests/unit/elevation/test_protocol_quick.py`` compares the two)."""
+    tool, kind, argv = obj.get("tool"), obj.get("kind"), obj.get("argv")
+    args, cwd, code = obj.get("args"), obj.get("cwd"), obj.get("code")
+    if (
+        request_id is None
+        or type(tool) is not str
+        or _TOOL_RE.fullmatch(tool) is None
+        or type(kind) is not str
+        or kind not in _KINDS
+        or type(argv) is not list
+        or not argv
+        or any(type(item) is not str or "\x00" in item for item in argv)
+        or type(args) is not dict
+        or type(cwd) is not str
+        or _ABSOLUTE_RE.fullmatch(cwd) is None
+        or not _optional_matches(obj.get("host"), _HOST_RE)
+        or (code is not None and (type(code) is not str or "\x00" in code))
+        or obj.get("timeout") is not None
+        or not _optional_matches(obj.get("client"), _CLIENT_RE)
+    ):
+        return None
+    return m.ElevateRequest(
+        id=request_id,
+        tool=tool,
+        kind=_KINDS[kind],
+        argv=tuple(argv),
+        args=args,
+        cwd=cwd,
+        host=obj.get("host"),
+        code=code,
+        client=obj.get("client"),
     )
 
 
@@ -249,8 +299,10 @@ _REPLY_PARSERS: dict[str, Callable[[_Fields], m.Reply]] = {
 }
 
 
-def _envelope(obj: Any) -> _Fields:
-    """Check ``v``, ``id``, ``op`` and the JSON tree; ``v`` first, echoing a readable id."""
+def _envelope(obj: Any, tree_checked: bool = False) -> _Fields:
+    """Check ``v``, ``id``, ``op`` and the JSON tree; ``v`` first, echoing a readable id.
+
+    ``tree_checked``: the caller vouches for the tree (see :func:`plain_frame`)."""
     if not isinstance(obj, dict):
         got = "an array" if isinstance(obj, list) else m.describe_value(obj)
         raise MessageError(ErrorCode.BAD_JSON, f"a frame must hold a JSON object, got {got}")
@@ -265,14 +317,19 @@ def _envelope(obj: Any) -> _Fields:
         fields.fail(
             "id", f"a string of at most {m.MAX_ID_LENGTH} characters or a safe integer", raw_id
         )
-    m.check_json_tree(obj, fields.request_id)
+    if not tree_checked:
+        m.check_json_tree(obj, fields.request_id)
     fields.op = fields.text("op")
     return fields
 
 
-def parse_request(obj: Any) -> m.Request:
-    """Validate one decoded JSON value as a client -> broker message."""
-    fields = _envelope(obj)
+def parse_request(obj: Any, *, tree_checked: bool = False) -> m.Request:
+    """Validate one decoded JSON value as a client -> broker message.
+
+    ``tree_checked``: ``obj`` is what :func:`load_frame` made of a line for which
+    :func:`plain_frame` holds, so the walk of :func:`messages.check_json_tree`
+    is known to pass and is skipped."""
+    fields = _envelope(obj, tree_checked)
     parser = _REQUEST_PARSERS.get(fields.op)
     if parser is None:
         hint = " (sent by the broker, not to it)" if fields.op in _REPLY_PARSERS else ""
@@ -281,13 +338,14 @@ def parse_request(obj: Any) -> m.Request:
     return parser(fields)
 
 
-def parse_reply(obj: Any) -> m.Reply:
+def parse_reply(obj: Any, *, tree_checked: bool = False) -> m.Reply:
     """Validate one decoded JSON value as a broker -> client message.
 
     An unknown ``op`` is no error here but an :class:`UnknownReply` that clients
-    skip, so newer brokers can add notices.
+    skip, so newer brokers can add notices.  ``tree_checked``: as for
+    :func:`parse_request`.
     """
-    fields = _envelope(obj)
+    fields = _envelope(obj, tree_checked)
     parser = _REPLY_PARSERS.get(fields.op)
     return m.UnknownReply(id=fields.request_id, op=fields.op) if parser is None else parser(fields)
 
@@ -300,12 +358,15 @@ def parse_message(obj: Any, direction: m.Direction = m.Direction.TO_BROKER) -> m
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> JsonObject:
     # Parsers disagree on which duplicate wins, so two components could see two
     # different requests in one frame; refusing duplicates removes the ambiguity.
-    obj: JsonObject = {}
-    for key, value in pairs:
-        if key in obj:
+    obj: JsonObject = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    for key, _value in pairs:
+        if key in seen:
             raise ValueError(f"duplicate key {m.describe_value(key)}")
-        obj[key] = value
-    return obj
+        seen.add(key)
+    raise AssertionError("unreachable: fewer keys than pairs means a duplicate")
 
 
 def _finite_float(text: str) -> float:  # also gets NaN, Infinity, -Infinity
@@ -321,6 +382,19 @@ _DECODER = json.JSONDecoder(
     object_pairs_hook=_no_duplicate_keys, parse_constant=_finite_float, parse_float=_finite_float
 )
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def plain_frame(line: bytes) -> bool:
+    """Whether :func:`load_frame` of ``line`` (if it succeeds) certainly passes
+    :func:`messages.check_json_tree`, judged from the bytes alone.
+
+    The JSON decoder makes only dicts with string keys, lists, strings, ints,
+    finite floats (:func:`_finite_float`), booleans and ``None``; a string can
+    hold an unpaired surrogate only through a ``\\u`` escape (the UTF-8 decoder
+    refuses encoded surrogates); and every level of nesting needs its own
+    ``{`` or ``[`` byte.  So a line without ``\\u`` and with at most
+    :data:`messages.MAX_DEPTH` brackets needs no walk of its tree."""
+    return b"\\u" not in line and line.count(b"{") + line.count(b"[") <= m.MAX_DEPTH
 
 
 def load_frame(line: bytes) -> Any:
@@ -349,8 +423,27 @@ def _bad_json(problem: str) -> MessageError:
 
 
 _ACCEPTED_MAX = 512
-_ACCEPTED: dict[tuple[Any, ...], None] = {}  # contents encode has validated (see there)
+# Contents encode has validated (see there), each with its frame after the id.
+_ACCEPTED: dict[tuple[Any, ...], bytes] = {}
 _PLAIN_TYPES = frozenset({str, int, bool, type(None)})
+_FRAME_HEAD = b'{"v":%d,"id":' % m.PROTOCOL_VERSION
+_CONTENT_GETTERS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[bool, ...]]] = {}
+
+
+def _content_getter(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[bool, ...]]:
+    """Every field but the id of message class ``cls`` at once, and which are secret."""
+    found = _CONTENT_GETTERS.get(cls)
+    if found is None:
+        fields = [(name, secret) for name, secret in m.message_fields(cls) if name != "id"]
+        names = tuple(name for name, _secret in fields)
+
+        def values(message: Any) -> tuple[Any, ...]:
+            return tuple(getattr(message, name) for name in names)
+
+        if len(names) > 1:
+            values = operator.attrgetter(*names)  # type: ignore[assignment]
+        found = _CONTENT_GETTERS[cls] = (values, tuple(secret for _name, secret in fields))
+    return found
 
 
 def _content_key(message: m.Message) -> tuple[Any, ...] | None:
@@ -358,11 +451,9 @@ def _content_key(message: m.Message) -> tuple[Any, ...] | None:
     or ``None`` when the content must not be remembered: a container or float
     (whose JSON can differ between equal values), or a set secret (grant,
     password), which no cache may hold."""
+    values, secrets = _content_getter(type(message))
     key: list[Any] = [type(message), message.id is None]
-    for name, secret in m.message_fields(type(message)):
-        if name == "id":
-            continue
-        value = getattr(message, name)
+    for value, secret in zip(values(message), secrets, strict=True):
         kind = type(value)
         if (secret and value is not None) or not (
             kind in _PLAIN_TYPES or isinstance(value, enum.Enum)
@@ -370,6 +461,11 @@ def _content_key(message: m.Message) -> tuple[Any, ...] | None:
             return None
         key += (kind, value)
     return tuple(key)
+
+
+def _frame_head(request_id: RequestId | None) -> bytes:
+    """A frame's bytes up to and including its id (``to_json`` puts v and id first)."""
+    return _FRAME_HEAD + _ENCODER.encode(request_id).encode("utf-8")
 
 
 def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
@@ -382,30 +478,42 @@ def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
     drift from what a peer accepts.  Its verdict depends only on the fields'
     types and values, so once a content passed (a broker repeating a policy's
     decision, a progress notice) the same content with another valid id is
-    not parsed again: only the id is checked.  Contents holding containers,
-    floats or a secret are always parsed (and a secret never remembered); at
-    most :data:`_ACCEPTED_MAX` contents are remembered.  The size limit and
-    JSON serialisation are checked on every call.
+    not parsed again: only the id is checked, and the frame is that content's
+    frame with the new id (its bytes after the id depend on the content alone).
+    Contents holding containers, floats or a secret are always parsed and
+    encoded (and a secret never remembered); at most :data:`_ACCEPTED_MAX`
+    contents are remembered.  The size limit is checked on every call.
     """
-    obj = message.to_json()
     request_id = message.id if m.is_request_id(message.id) else None
     key = _content_key(message)
-    known = key is not None and key in _ACCEPTED
-    if not known or (message.id is not None and request_id is None):
+    id_ok = message.id is None or request_id is not None
+    rest = _ACCEPTED.get(key) if key is not None and id_ok else None
+    if rest is not None:
+        data = _frame_head(request_id) + rest
+    else:
+        obj = message.to_json()
         parse_message(obj, message.direction)
+        try:
+            text = _ENCODER.encode(obj)
+        except ValueError as error:  # an integer in args beyond Python's digit limit
+            raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
+        data = text.encode("utf-8") + b"\n"
         if key is not None:
-            if len(_ACCEPTED) >= _ACCEPTED_MAX:
-                _ACCEPTED.clear()
-            _ACCEPTED[key] = None
-    try:
-        text = _ENCODER.encode(obj)
-    except ValueError as error:  # an integer in args beyond Python's digit limit
-        raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
-    data = text.encode("utf-8") + b"\n"
+            head = _frame_head(request_id)
+            if data.startswith(head):
+                if len(_ACCEPTED) >= _ACCEPTED_MAX:
+                    _ACCEPTED.clear()
+                _ACCEPTED[key] = data[len(head) :]
     if len(data) > max_frame:
         message_text = f"{message.op} message is {len(data)} bytes, the limit is {max_frame}"
         raise MessageError(ErrorCode.FRAME_TOO_LARGE, message_text, request_id)
     return data
+
+
+class Parser(Protocol[M_co]):
+    """:func:`parse_request` or :func:`parse_reply`."""
+
+    def __call__(self, obj: Any, *, tree_checked: bool = False) -> M_co: ...
 
 
 class FrameDecoder(Generic[M]):
@@ -414,7 +522,7 @@ class FrameDecoder(Generic[M]):
     One decoder per connection, fed from one task; not thread-safe.
     """
 
-    def __init__(self, parse: Callable[[Any], M], *, max_frame: int = m.MAX_FRAME) -> None:
+    def __init__(self, parse: Parser[M], *, max_frame: int = m.MAX_FRAME) -> None:
         if max_frame < 2:
             raise ValueError("max_frame must leave room for one byte and the newline")
         self._parse = parse
@@ -469,7 +577,7 @@ class FrameDecoder(Generic[M]):
         if not line.strip():
             return None  # blank lines carry nothing; tolerated for nc/socat users
         try:
-            return self._parse(load_frame(line))
+            return self._parse(load_frame(line), tree_checked=plain_frame(line))
         except MessageError as error:
             return error
 
