@@ -125,6 +125,8 @@ def _iso(ts: float) -> str:
 
 
 _AUDIT_VIEW = "_audit_requester"
+_REQUESTER_SLOT = "\x00requester\x00"  # stands for the requester's encoded JSON
+_ENCODED_SLOT = '"\\u0000requester\\u0000"'
 
 
 @functools.lru_cache(maxsize=4)
@@ -229,7 +231,7 @@ class AuditRecord:
         if self.action is not None or not self.time >= 0:
             return None
         try:
-            head = _ENCODER.encode(
+            text = _ENCODER.encode(
                 {
                     "time": _iso_fast(self.time),
                     "request_id": self.request_id,
@@ -237,10 +239,7 @@ class AuditRecord:
                     "kind": self.kind.value,
                     "host": self.host,
                     "remote": self.remote,
-                }
-            )
-            tail = _ENCODER.encode(
-                {
+                    "requester": _REQUESTER_SLOT,
                     "executable": self.executable,
                     "sha256": self.sha256,
                     "argv": list(self.argv),
@@ -256,7 +255,9 @@ class AuditRecord:
             )
         except (ValueError, RecursionError):
             return None
-        line = f'{head[:-1]},"requester":{self.requester.json_text},{tail[1:]}\n'.encode()
+        if text.count(_ENCODED_SLOT) != 1:  # a field of the record holds the slot's text
+            return None
+        line = text.replace(_ENCODED_SLOT, self.requester.json_text).encode() + b"\n"
         return line if len(line) <= MAX_LINE else None
 
     @classmethod

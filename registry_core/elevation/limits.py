@@ -76,8 +76,9 @@ class PeerBook:
         _drop(self._conn_uid, uid)
         _drop(self._conn_pid, pid)
 
-    def start(self, uid: int, pid: int, conn: int) -> str | None:
-        """Count a request in flight on connection ``conn``, or say why it is refused."""
+    def refusal(self, uid: int, pid: int, conn: int) -> str | None:
+        """Why one more request in flight on connection ``conn`` is refused, or
+        ``None``; nothing is counted (a request answered at once never is)."""
         lim = self.limits
         if self._req_conn[conn] >= lim.requests_per_connection:
             limit = lim.requests_per_connection
@@ -86,10 +87,16 @@ class PeerBook:
             return f"too many requests pending from pid {pid} (limit {lim.requests_per_process})"
         if self._req_uid[uid] >= lim.requests_per_uid:
             return f"too many requests pending for uid {uid} (limit {lim.requests_per_uid})"
-        self._req_conn[conn] += 1
-        self._req_pid[pid] += 1
-        self._req_uid[uid] += 1
         return None
+
+    def start(self, uid: int, pid: int, conn: int) -> str | None:
+        """Count a request in flight on connection ``conn``, or say why it is refused."""
+        refused = self.refusal(uid, pid, conn)
+        if refused is None:
+            self._req_conn[conn] += 1
+            self._req_pid[pid] += 1
+            self._req_uid[uid] += 1
+        return refused
 
     def finish(self, uid: int, pid: int, conn: int) -> None:
         _drop(self._req_conn, conn)

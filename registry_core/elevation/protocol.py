@@ -539,6 +539,14 @@ class FrameDecoder(Generic[M]):
         """Take the next bytes of the stream; return the items of the frames they complete."""
         items: list[M | MessageError] = []
         chunk = bytes(data)
+        if (
+            not self._buffer
+            and not self._skipping
+            and len(chunk) <= self._max_frame
+            and chunk.find(b"\n") == len(chunk) - 1
+        ):  # the common read: exactly one whole frame
+            item = self._decode(chunk[:-1])
+            return [] if item is None else [item]
         start = 0
         while start < len(chunk):
             newline = chunk.find(b"\n", start)
@@ -574,7 +582,7 @@ class FrameDecoder(Generic[M]):
 
     def _decode(self, line: bytes) -> M | MessageError | None:
         line = line.removesuffix(b"\r")
-        if not line.strip():
+        if not line or line.isspace():
             return None  # blank lines carry nothing; tolerated for nc/socat users
         try:
             return self._parse(load_frame(line), tree_checked=plain_frame(line))

@@ -176,20 +176,16 @@ class _Connection(asyncio.Protocol):
         assert self.peer is not None
         uid, pid = self.peer
         peers = self.server.peers
-        refused = peers.start(uid, pid, id(self))
+        refused = peers.refusal(uid, pid, id(self))
         if refused is not None:
             self.server.note_refusal(refused)
             code = m.ErrorCode.TOO_MANY_REQUESTS
             self.write(m.ErrorReply(id=item.id, code=code, message=refused))
             return
-        try:
-            question = self._answer_now(item)
-        except BaseException:
-            peers.finish(uid, pid, id(self))
-            raise
+        question = self._answer_now(item)
         if question is None:
-            peers.finish(uid, pid, id(self))
-            return
+            return  # answered: it was never in flight
+        peers.start(uid, pid, id(self))  # admitted just above, in this same step
         task = asyncio.create_task(question)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)

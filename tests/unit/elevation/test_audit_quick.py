@@ -120,3 +120,23 @@ def test_the_requester_is_encoded_once_per_connection() -> None:
     assert first.json_text is first.json_text
     other: Any = Requester(pid=8, uid=1000, gid=1000)
     assert AuditRequester.from_requester(other).pid == 8
+
+
+def test_a_field_holding_the_requesters_slot_text_is_still_written_right() -> None:
+    # The quick path marks the requester's place with a string; a record that
+    # carries that very string elsewhere must not get the requester twice.
+    slot = "\x00requester\x00"
+    requester = AuditRequester(1, "/bin/sh", ("sh",), "/")
+    for field in ("reason", "code", "tool"):
+        fields: dict[str, Any] = {"tool": "greet", field: slot}
+        record = AuditRecord(
+            time=1_750_000_000.5,
+            kind=Kind.SANDBOX,
+            host="laptop",
+            requester=requester,
+            decision=Decision.DENY,
+            by=DecidedBy.USER,
+            **fields,
+        )
+        assert record.to_line() == record._general_line()
+        assert json.loads(record.to_line())[field] == slot
