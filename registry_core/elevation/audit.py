@@ -39,6 +39,7 @@ import functools
 import json
 import logging
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -355,10 +356,39 @@ class AuditLog:
         self.path = Path(path)
         self.keep = keep
         self._file = AuditFile(self.path, max_bytes=max_bytes, keep=keep)
+        self._held: list[bytes] | None = None  # see hold()
+        self._holder: int | None = None
 
     def append(self, record: AuditRecord) -> None:
-        """Write ``record`` as one line; raises :class:`AuditError`."""
-        self._file.append(record.to_line(), _now())
+        """Write ``record`` as one line; raises :class:`AuditError`.
+
+        Between :meth:`hold` and :meth:`release` on the same thread the line is
+        kept instead and written by :meth:`release`."""
+        line = record.to_line()
+        held = self._held
+        if held is not None and self._holder == threading.get_ident():
+            held.append(line)
+            return
+        self._file.append(line, _now())
+
+    def hold(self) -> None:
+        """Keep this thread's records from now on until :meth:`release` (the
+        broker's server: the records of one event loop step in one write)."""
+        if self._held is None:
+            self._held, self._holder = [], threading.get_ident()
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def release(self) -> int:
+        """Write the kept records (whole lines, in order) and stop keeping; how many
+        there were.  Raises :class:`AuditError` when some could not be written
+        (they are counted for a gap line)."""
+        held, self._held, self._holder = self._held, None, None
+        if held:
+            self._file.append_lines(held, _now())
+        return len(held or ())
 
     def close(self) -> None:
         """Close the append descriptor (a later append opens the file again)."""

@@ -116,10 +116,11 @@ class AuditFile:
         """Decisions not written yet recorded by a gap line."""
         return self._lost
 
-    def append(self, line: bytes, now: float) -> None:
-        """Write ``line`` (one record, newline-terminated) whole; raises :class:`AuditError`.
+    def append(self, line: bytes, now: float, *, count: int = 1) -> None:
+        """Write ``line`` (``count`` records, newline-terminated) whole; raises
+        :class:`AuditError`.
 
-        A line that could not be written is counted and recorded by a gap
+        Records that could not be written are counted and recorded by a gap
         line before the next line that can be.
         """
         with self._lock:
@@ -130,9 +131,25 @@ class AuditFile:
                 else:
                     self._write(line)
             except AuditError as exc:
-                self._lost += 1
+                self._lost += count
                 self._lost_reason = self._lost_reason or exc.reason
                 raise
+
+    def append_lines(self, lines: list[bytes], now: float) -> None:
+        """Write ``lines`` (whole records, each newline-terminated) in as few writes
+        as whole lines allow: up to :data:`MAX_LINE` bytes each (a size every
+        rotation limit admits).  Each write lands whole or not at all; the lines
+        of a write that failed are counted for a gap line and the error raised
+        once the rest has been tried.
+        """
+        failure: AuditError | None = None
+        for chunk in _chunks(lines, MAX_LINE):
+            try:
+                self.append(b"".join(chunk), now, count=len(chunk))
+            except AuditError as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def close(self) -> None:
         """Close the append descriptor (a later append opens the file again)."""
@@ -227,6 +244,21 @@ def _error(path: Path, what: str, exc: OSError) -> AuditError:
 def _short(path: Path, written: int, total: int) -> AuditError:
     message = f"short write to {path} ({written} of {total} bytes; the fragment was cut)"
     return AuditError(message, "short write (disk full)")
+
+
+def _chunks(lines: list[bytes], limit: int) -> Iterator[list[bytes]]:
+    """``lines`` in order, grouped so a group's bytes stay within ``limit`` (a
+    longer line alone)."""
+    group: list[bytes] = []
+    size = 0
+    for line in lines:
+        if group and size + len(line) > limit:
+            yield group
+            group, size = [], 0
+        group.append(line)
+        size += len(line)
+    if group:
+        yield group
 
 
 def rotated(path: Path, n: int) -> Path:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.audit import AuditError
 from registry_core.elevation.core import Broker
 from registry_core.elevation.identity import Requester, describe_peer, peer_credentials
 from registry_core.elevation.limits import (
@@ -109,6 +110,7 @@ class _Connection(asyncio.Protocol):
             self._dispatch(item)
 
     def eof_received(self) -> bool | None:
+        self.server.flush()  # what is held for this peer goes out before the close
         if self.requester is not None:
             for item in self.decoder.feed_eof():
                 self._dispatch(item)
@@ -155,16 +157,23 @@ class _Connection(asyncio.Protocol):
         self.requester = identify(pid, uid, gid, self.server.broker.config.host)
 
     def _close_with(self, message: m.Reply) -> None:
-        self.write(message)
+        self.send(encode(message))  # no decision: nothing to wait for
         assert self.transport is not None
         self.transport.close()
 
     def write(self, message: m.Reply) -> None:
-        """Queue ``message`` at once, so what is written first arrives first."""
+        """Queue ``message`` at once, so what is written first arrives first (while
+        the server holds this step's audit records, after them: see ``BrokerServer``)."""
         try:
             data = encode(message)
         except m.MessageError as exc:
             data = encode(m.ErrorReply(id=message.id, code=exc.code, message=exc.message))
+        if self.server.holding:
+            self.server.held_replies.append((self, data))
+        else:
+            self.send(data)
+
+    def send(self, data: bytes) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.write(data)
@@ -176,6 +185,7 @@ class _Connection(asyncio.Protocol):
         assert self.peer is not None
         uid, pid = self.peer
         peers = self.server.peers
+        self.server.step()
         refused = peers.refusal(uid, pid, id(self))
         if refused is not None:
             self.server.note_refusal(refused)
@@ -307,6 +317,42 @@ class BrokerServer:
         self.closed = asyncio.Event()
         self.peers = PeerBook(limits or FloodLimits())
         self._refusals = Throttle()
+        # One event loop step's decisions (see step()): the replies held back
+        # until the step's audit records are written.
+        self.holding = False
+        self.held_replies: list[tuple[_Connection, bytes]] = []
+        self._stepping = False
+
+    def step(self) -> None:
+        """Called before each request is answered.  The first request of an event
+        loop step is answered as before (its audit line written, then its reply);
+        from the second on, the step's audit records are kept and written in one
+        ``write`` when the step ends (:meth:`flush`), and every reply written
+        meanwhile waits for that write: no reply ever precedes its record, and a
+        busy loop writes the audit file once per step, not once per decision."""
+        if not self._stepping:
+            self._stepping = True
+            asyncio.get_running_loop().call_soon(self._end_step)
+        elif not self.holding:
+            self.holding = True
+            self.broker.audit.hold()
+
+    def _end_step(self) -> None:
+        self._stepping = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the held audit records, then the replies that waited for them."""
+        if not self.holding:
+            return
+        self.holding = False
+        try:
+            self.broker.audit.release()
+        except AuditError as exc:  # as for a single record: logged, never fatal
+            log.error("could not write the audit log %s: %s", self.broker.audit.path, exc)
+        replies, self.held_replies = self.held_replies, []
+        for conn, data in replies:
+            conn.send(data)
 
     def note_refusal(self, why: str) -> None:
         """Log a cap refusal, at most once per second (a flood must not fill the log)."""
@@ -336,12 +382,14 @@ class BrokerServer:
 
     async def close(self) -> None:
         """Deny everything pending, close every connection, remove the socket file."""
+        self.flush()
         self.broker.begin_shutdown()
         self.closing = True
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
             await conn.cancel_all()  # each pending request gets its denial written
+        self.flush()  # the denials just written
         for conn in list(self.connections):
             if conn.transport is not None:
                 conn.transport.close()  # after the replies already written
