@@ -164,13 +164,15 @@ class AuditFile:
             self._rotate()
             appender, st = self._current()
         fd = appender.fd
-        try:
-            if st.st_mode & 0o077 and st.st_uid == os.getuid():
+        # Where this line begins, from the status just taken of this very file (the
+        # cut-back below checks that nothing was appended after the fragment).
+        start = st.st_size
+        if st.st_mode & 0o077 and st.st_uid == os.getuid():
+            try:
                 os.fchmod(fd, 0o600)  # an older or hand-made file: keep it private
-            start = os.fstat(fd).st_size
-        except OSError as exc:
-            self._drop()
-            raise _error(self.path, "cannot write", exc) from exc
+            except OSError as exc:
+                self._drop()
+                raise _error(self.path, "cannot write", exc) from exc
         try:
             written = os.write(fd, line)
         except OSError as exc:
