@@ -465,6 +465,8 @@ def _content_key(message: m.Message) -> tuple[Any, ...] | None:
 
 def _frame_head(request_id: RequestId | None) -> bytes:
     """A frame's bytes up to and including its id (``to_json`` puts v and id first)."""
+    if type(request_id) is int:  # an integer's JSON is its decimal text
+        return _FRAME_HEAD + b"%d" % request_id
     return _FRAME_HEAD + _ENCODER.encode(request_id).encode("utf-8")
 
 
