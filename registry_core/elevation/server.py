@@ -2,8 +2,8 @@
 
 Socket safety is :mod:`registry_core.elevation.listen`'s job (0700 directory,
 0600 socket, live-instance detection, stale socket replacement).  Every
-connection's peer uid comes from ``SO_PEERCRED``; another uid gets a ``peer_uid`` error and
-the connection is closed.
+connection's peer uid comes from ``SO_PEERCRED``; another uid gets a
+``peer_uid`` error and the connection is closed.
 
 A request that needs no person (ping, status, and every decision made by
 a remembered policy, a pause, shutdown or an unknown tool) is answered as
@@ -11,6 +11,12 @@ soon as its frame is read, without a task; one that waits for a person
 runs in a task of its own, so one connection may have several in flight.
 When the peer's stream ends, its unanswered requests are cancelled, which
 withdraws their questions (denied, "client gone").
+
+Audit records and replies (:meth:`BrokerServer.step`): the first decision of
+an event loop step is recorded and answered at once; the records of the
+step's further decisions are written together when the step ends, and every
+reply written meanwhile waits for that write, so no reply precedes its
+record and a busy loop writes the audit file once per step.
 
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
