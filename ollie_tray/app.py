@@ -52,7 +52,7 @@ from registry_core.elevation.server import (
 )
 from registry_core.errors import ElevationError
 from registry_core.registry import RegistryLoader
-from registry_core.registry.watch import DirectoryWatcher
+from registry_core.registry.live import LiveRegistry
 from registry_core.remote.identify import make_identifier
 from registry_core.remote.state import state_dir as remote_state_dir
 
@@ -89,7 +89,9 @@ class TrayApp:
         self.loader = RegistryLoader(
             paths.tools_path(env), env, cache_dir=paths.scan_cache_dir(env)
         )
-        self.loader.load()
+        # The broker's registry, refreshed per request as ollie-broker's is (the same
+        # code: registry_core/registry/live.py); loads the tools now.
+        self.live = LiveRegistry(self.loader)
         self.problems: list[str] = []
         self.policies = PolicyStore(paths.policies_file(env), on_problem=self._problem)
         self.audit: AuditLog = audit_log_from_env(paths.audit_file(env), env)
@@ -113,7 +115,7 @@ class TrayApp:
         self._denial_batcher = DenialBatcher()
         self.broker = Broker(
             denials=self.denials,
-            registry=lambda: self.loader.current,
+            registry=self.live.current,
             prompter=self.prompter,
             policies=self.policies,
             audit=self.audit,
@@ -159,7 +161,6 @@ class TrayApp:
         self.prompter.deny_all = self._deny_queued  # the dialog denies itself
         self.broker.subscribe(self._broker_changed)
         self.denials.subscribe(self._denied)
-        self._watcher: DirectoryWatcher | None = None
         self._rescan = QTimer()
         self._rescan.setInterval(FULL_RESCAN_MS)
         self._rescan.timeout.connect(self._full_rescan)
@@ -357,7 +358,7 @@ class TrayApp:
         def make() -> QWidget:
             gate = BrokerGate(self.socket_path)
             dispatcher = Dispatcher(
-                registry=lambda: self.loader.current,
+                registry=self.live.current,
                 env=self.env,
                 gate=gate,
                 askpass=askpass_program(),
@@ -381,7 +382,7 @@ class TrayApp:
             "policies",
             lambda: PoliciesWindow(
                 self.policies,
-                registry=lambda: self.loader.current,
+                registry=self.live.current,
                 host=self.host,
                 actions=self.broker.actions,
             ),
@@ -398,21 +399,15 @@ class TrayApp:
     # --- registry liveness ----------------------------------------------------
 
     def _start_watching(self) -> None:
-        try:
-            self._watcher = DirectoryWatcher(self.loader.dirs)
-        except OSError as exc:
-            log.warning("no inotify (%s): relying on the periodic rescan", exc)
+        """Apply changes as they happen too (for the windows), not only per request."""
+        fd = self.live.fileno()
+        if fd is None:  # no inotify: every request rescans (registry/live.py)
             return
-        loop = asyncio.get_running_loop()
-        loop.add_reader(self._watcher.fileno(), self._fs_changed)
+        asyncio.get_running_loop().add_reader(fd, self._fs_changed)
         self._rescan.start()
 
     def _fs_changed(self) -> None:
-        if self._watcher is None:
-            return
-        changed = self._watcher.changes()
-        if changed:
-            self.loader.refresh(changed)
+        self.live.current()
 
     def _full_rescan(self) -> None:
         self.loader.load()
@@ -466,9 +461,10 @@ class TrayApp:
             self._state_report.stop()
         await self.server.close()
         self._rescan.stop()
-        if self._watcher is not None:
-            asyncio.get_running_loop().remove_reader(self._watcher.fileno())
-            self._watcher.close()
+        fd = self.live.fileno()
+        if fd is not None:
+            asyncio.get_running_loop().remove_reader(fd)
+        self.live.close()
         await self.notifier.close()
         self._icon_place.stop()
         await self.sni.close()

@@ -1,11 +1,17 @@
-"""A registry snapshot kept current by file-system events, for long-running readers.
+"""A registry snapshot kept current by file-system events: the brokers' registry.
 
-The headless ``ollie-broker`` asks for the registry on every request.  Instead
-of rescanning every tools directory each time, :class:`LiveRegistry` loads once
-and then feeds what inotify reports (:mod:`registry_core.registry.watch`) to
-:meth:`RegistryLoader.refresh`, the code the tray and the MCP server use: a
-request costs one non-blocking read of the inotify descriptor, and an edit
-re-reads only the files it touched.
+Both brokers, the headless ``ollie-broker`` and the tray's, ask for the
+registry on every request through :meth:`LiveRegistry.current` (issue 19:
+one refresh rule, one piece of code).  Instead of rescanning every tools
+directory each time, it loads once and then feeds what inotify reports
+(:mod:`registry_core.registry.watch`) to :meth:`RegistryLoader.refresh`: a
+request costs one non-blocking read of the inotify descriptor, an edit
+re-reads only the files it touched, and an edit made before a request is
+always seen by it.  The tray also calls :meth:`~LiveRegistry.current` when
+the descriptor becomes readable (:meth:`~LiveRegistry.fileno`), so its
+windows see changes without a request.  The snapshot is the loader's own
+(``loader.current``): a full ``loader.load()`` by anyone (the tray's
+periodic rescan, the Tool Browser's reload) is what the next request gets.
 
 A tools directory that does not exist at start (or is removed later) cannot be
 watched; each :meth:`LiveRegistry.current` checks (one ``stat`` each) whether
@@ -42,19 +48,22 @@ class LiveRegistry:
             self._unwatched = list(self._watcher.missing)
         except OSError as exc:
             _log.warning("not watching the tools directories (rescanning per request): %s", exc)
-        self._registry = loader.load()
+        loader.load()
 
     @property
     def watching(self) -> bool:
         return self._watcher is not None
+
+    def fileno(self) -> int | None:
+        """The inotify descriptor, readable when something changed (``None``: not watching)."""
+        return None if self._watcher is None else self._watcher.fileno()
 
     def current(self) -> Registry:
         """The snapshot with every change seen so far applied."""
         with self._lock:
             watcher = self._watcher
             if watcher is None:
-                self._registry = self.loader.load()
-                return self._registry
+                return self.loader.load()
             changed = watcher.changes()
             for directory in list(self._unwatched):
                 if os.path.isdir(directory) and watcher.add(directory):
@@ -68,8 +77,8 @@ class LiveRegistry:
                     if again and not watcher.add(directory):
                         watcher.missing.remove(directory)
                         self._unwatched.append(directory)
-                self._registry = self.loader.refresh(changed)
-            return self._registry
+                return self.loader.refresh(changed)
+            return self.loader.current
 
     def close(self) -> None:
         with self._lock:

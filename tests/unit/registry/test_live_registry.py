@@ -86,3 +86,18 @@ def test_the_headless_broker_keeps_one_snapshot_between_requests(tmp_path: Path)
     assert broker.registry() is first  # no rescan for a request
     _tool(tools, "a", "edited")
     assert broker.registry().tools["a"].description == "edited"
+
+
+def test_a_full_load_by_anyone_is_what_the_next_request_gets(tmp_path: Path) -> None:
+    # The tray's periodic rescan and the Tool Browser's reload call loader.load();
+    # the brokers' registry is the loader's own snapshot, not a copy of its own.
+    _tool(tmp_path, "a", "first")
+    loader = RegistryLoader([tmp_path], env={}, cache_dir=None)
+    live = LiveRegistry(loader)
+    try:
+        assert live.current() is loader.current
+        reloaded = loader.load()
+        assert live.current() is reloaded
+        assert live.fileno() is not None
+    finally:
+        live.close()
