@@ -58,6 +58,7 @@ mutate: $(STAMP)
 	  done = s["killed"] + s["survived"] + s["timeout"]; \
 	  print("mutants:", s); print("kill rate (killed + timeout) / tested: %.1f%%" % \
 	  (100 * (s["killed"] + s["timeout"]) / max(done, 1)))'
+	$(BIN)/python scripts/mutate_report.py
 
 clean:
 	rm -rf mutants $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

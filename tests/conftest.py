@@ -73,7 +73,17 @@ class DesktopGuard:
 
 _private_runtime = tempfile.mkdtemp(prefix="ollie-tests-runtime-")
 atexit.register(shutil.rmtree, _private_runtime, ignore_errors=True)
-_guard = DesktopGuard(desktop_sockets(dict(os.environ)))
+def _caller_env() -> dict[str, str]:
+    """The caller's desktop variables, or none when this module runs a second time in
+    one process (``make mutate``: mutmut calls ``pytest.main`` repeatedly): the
+    variables are then already the suite's own, and the first import's hook still
+    guards the caller's sockets."""
+    if os.environ.get("DBUS_SESSION_BUS_ADDRESS") == _NO_BUS:
+        return {}
+    return dict(os.environ)
+
+
+_guard = DesktopGuard(desktop_sockets(_caller_env()))
 for _name in CALLER_VARS:
     os.environ.pop(_name, None)
 os.environ["DBUS_SESSION_BUS_ADDRESS"] = _NO_BUS
