@@ -93,13 +93,14 @@ def test_a_group_or_world_writable_file_applies_its_denies_only(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
-def test_a_file_owned_by_another_user_applies_its_denies_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("uid", [65534, 1])  # 1: a system account is not root either
+def test_a_file_owned_by_another_user_applies_its_denies_only(tmp_path: Path, uid: int) -> None:
     path = tmp_path / "policies.yaml"
-    _write_policies(path, 0o600, uid=65534)
+    _write_policies(path, 0o600, uid=uid)
     store = PolicyStore(path, clock=FakeClock())
     assert lookup(store) is None
     assert lookup(store, tool="bad") is not None
-    assert any("owned by uid 65534, not by you" in p for p in store.problems), store.problems
+    assert any(f"owned by uid {uid}, not by you" in p for p in store.problems), store.problems
     assert not any("writable" in p for p in store.problems)
 
 

@@ -1,0 +1,184 @@
+"""Policy store edge cases found by mutation testing (``make mutate``): each test
+breaks when one rule of :mod:`registry_core.elevation.policies` is changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from policy_helpers import EXE, HOST, SHA, T0, FakeClock, lookup, remember
+
+from registry_core.elevation import policies as policies_module
+from registry_core.elevation.messages import Decision, Kind
+from registry_core.elevation.policies import Policy, PolicyStore
+from registry_core.elevation.policy_file import render_document
+from registry_core.elevation.prompter import Remember
+from registry_core.errors import PolicyError
+
+
+def _write(path: Path, policies: list[Policy]) -> None:
+    path.write_text(render_document(policies, [], None))
+    path.chmod(0o600)
+
+
+def test_change_duration_of_a_denied_key_acts_on_the_deny_even_beside_a_newer_allow(
+    tmp_path: Path,
+) -> None:
+    # A hand edit left a deny (no executable) and a newer allow for one key: the deny
+    # is in effect, so an allow choice cannot be made from it (it names no executable).
+    path = tmp_path / "policies.yaml"
+    deny = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0 - 5)
+    allow = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)
+    _write(path, [deny, allow])
+    store = PolicyStore(path, clock=FakeClock())
+    with pytest.raises(PolicyError, match=r"cannot change deny greet \(sandbox\) on laptop"):
+        store.change_duration("greet", Kind.SANDBOX, HOST, Remember.HOUR)
+    found = lookup(store)
+    assert found is not None
+    assert found.decision is Decision.DENY  # unchanged
+
+
+def test_revoke_counts_only_active_session_policies(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = PolicyStore(tmp_path / "policies.yaml", clock=clock)
+    stale = Policy(
+        "greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.SESSION, T0, T0 + 60, EXE, SHA
+    )
+    store.set(stale)
+    clock.now += 61  # its own expiry has passed
+    assert store.revoke("greet") == 0
+    assert store.list(include_expired=True) == []
+
+
+def test_a_session_answer_is_reported_before_an_allow_another_program_stored(
+    tmp_path: Path,
+) -> None:
+    # The person answered "this session" here; another program has since written an
+    # allow for the same key: both allow, and the lookup names the person's answer.
+    path = tmp_path / "policies.yaml"
+    store = PolicyStore(path, clock=FakeClock())
+    session = remember(store, Remember.SESSION)
+    assert session is not None
+    _write(
+        path,
+        [Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)],
+    )
+    assert lookup(store) == session
+
+
+def test_a_corrupt_file_that_vanishes_while_parsed_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text("policies: [unclosed\n")
+    path.chmod(0o600)
+    real_parse = policies_module.parse_document
+
+    def removed_meanwhile(*args: Any, **kwargs: Any) -> Any:
+        path.unlink()  # another program replaces the file: it is gone for a moment
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(policies_module, "parse_document", removed_meanwhile)
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    assert store.problems == []
+    assert list(tmp_path.iterdir()) == []  # nothing moved aside: there was nothing to move
+
+
+def test_a_corrupt_file_with_too_many_copies_aside_names_the_reason(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text("policies: [unclosed\n")
+    path.chmod(0o600)
+    base = "policies.yaml.corrupt-20250615T150640"
+    (tmp_path / base).write_text("old\n")
+    for n in range(2, 1000):
+        (tmp_path / f"{base}-{n}").write_text("old\n")
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    assert len(store.problems) == 1
+    assert "could not move it aside: too many corrupt copies of" in store.problems[0]
+    assert path.read_text() == "policies: [unclosed\n"  # kept, never overwritten
+
+
+def test_a_corrupt_file_that_cannot_be_moved_is_not_read_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    path.write_text("policies: [unclosed\n")
+    path.chmod(0o600)
+    attempts: list[Path] = []
+
+    def cannot_move(p: Path, now: float) -> Path:
+        attempts.append(p)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(policies_module, "move_aside", cannot_move)
+    store = PolicyStore(path, clock=FakeClock())
+    for _ in range(3):
+        assert lookup(store) is None  # the hot path does not parse an unchanged file again
+    assert attempts == [path]
+    path.write_text("policies: [still unclosed\n")
+    assert lookup(store) is None
+    assert attempts == [path, path]  # changed: read (and tried) again
+
+
+def test_execute_bits_for_group_or_others_leave_the_file_trusted(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    allow = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)
+    _write(path, [allow])
+    path.chmod(0o711)  # only write bits make a file untrusted
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) == allow
+    assert store.problems == []
+
+
+def test_an_untrusted_files_allow_is_kept_under_rejected_saying_why(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    allow = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)
+    _write(path, [allow])
+    path.chmod(0o660)
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    store.set(Policy("other", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
+    doc = yaml.safe_load(path.read_text())
+    assert [r["problem"] for r in doc["rejected"]] == [
+        "the file was writable by its group (mode 0660); allow not applied"
+    ]
+    assert doc["rejected"][0]["entry"] == allow.to_json()
+
+
+def test_an_unreadable_file_is_reported_once_and_not_opened_again_until_it_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    os.mkfifo(path, 0o600)
+    opened: list[Path] = []
+    real_open = policies_module.open_regular
+
+    def counting_open(p: Path) -> int:
+        opened.append(p)
+        return real_open(p)
+
+    monkeypatch.setattr(policies_module, "open_regular", counting_open)
+    store = PolicyStore(path, clock=FakeClock())
+    for _ in range(3):
+        assert lookup(store) is None
+    assert opened == [path]
+    assert store.problems == [
+        f"cannot read {path}: not a regular file (a FIFO); remembered policies are not applied"
+    ]
+
+
+def test_a_file_larger_than_one_read_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    note = "n" * (3 << 19)  # 1.5 MiB: more than one read of the file
+    allow = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, EXE, SHA)
+    path.write_text(render_document([allow], [], {"note": note}))
+    path.chmod(0o600)
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) == allow
+    store.revoke("greet")
+    assert yaml.safe_load(path.read_text())["note"] == note  # kept as is by the write
