@@ -182,3 +182,115 @@ def test_a_file_larger_than_one_read_is_read_whole(tmp_path: Path) -> None:
     assert lookup(store) == allow
     store.revoke("greet")
     assert yaml.safe_load(path.read_text())["note"] == note  # kept as is by the write
+
+
+def test_an_invalid_policy_is_refused_naming_the_tool_and_field(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies.yaml", clock=FakeClock())
+    bad = Policy("greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.ALWAYS, T0, None, None, SHA)
+    with pytest.raises(PolicyError) as refused:
+        store.set(bad)
+    assert str(refused.value) == (
+        "invalid policy for greet: field 'executable': an allow needs the executable's "
+        "absolute path"
+    )
+
+
+def test_an_allow_created_slightly_in_the_future_lives_no_longer_than_stated(
+    tmp_path: Path,
+) -> None:
+    # created within the allowed clock skew (60 s ahead): expires - now is 3660 s, yet
+    # the monotonic clock ends the 1h allow after exactly one hour.
+    path = tmp_path / "policies.yaml"
+    ahead = Policy(
+        "greet", Kind.SANDBOX, HOST, Decision.ALLOW, Remember.HOUR, T0 + 60, T0 + 3660, EXE, SHA
+    )
+    _write(path, [ahead])
+    mono = FakeClock(500.0)
+    store = PolicyStore(path, clock=FakeClock(), monotonic=mono)
+    assert lookup(store) == ahead
+    mono.now += 3599
+    assert lookup(store) == ahead
+    mono.now += 1
+    assert lookup(store) is None
+
+
+def test_a_new_decision_replaces_the_keys_session_policy(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies.yaml", clock=FakeClock())
+    session_deny = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.SESSION, T0)
+    store.set(session_deny)
+    allow = remember(store, Remember.ALWAYS)
+    assert allow is not None
+    assert store.list() == [allow]
+    assert lookup(store) == allow
+
+
+def test_writes_work_again_once_an_unreadable_file_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "policies.yaml"
+    os.mkfifo(path, 0o600)
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    path.unlink()
+    assert lookup(store) is None
+    deny = Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0)
+    store.set(deny)
+    assert PolicyStore(path, clock=FakeClock()).list() == [deny]
+
+
+def test_a_directory_swapped_in_while_writing_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "ollie"
+    path = home / "policies.yaml"
+    store = PolicyStore(path, clock=FakeClock())
+    remember(store, Remember.DENY_ALWAYS)
+    real_render = policies_module.render_document
+
+    def swap_directory(*args: Any) -> str:
+        home.rename(tmp_path / "moved")  # the lock file moves with it
+        home.write_text("not a directory\n")
+        return real_render(*args)
+
+    monkeypatch.setattr(policies_module, "render_document", swap_directory)
+    with pytest.raises(PolicyError) as refused:
+        store.revoke("greet")
+    assert str(refused.value) == f"cannot write {path}: Not a directory"
+
+
+def test_a_write_by_a_program_ignoring_the_lock_is_reported_with_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    store = PolicyStore(path, clock=FakeClock())
+    remember(store, Remember.DENY_ALWAYS)
+    real_render = policies_module.render_document
+
+    def hand_edit(*args: Any) -> str:
+        path.write_text(path.read_text() + "# a hand edit\n")
+        return real_render(*args)
+
+    monkeypatch.setattr(policies_module, "render_document", hand_edit)
+    with pytest.raises(PolicyError) as refused:
+        store.revoke("greet")
+    assert str(refused.value) == (
+        f"not changing {path}: it changed while being read (another program wrote it "
+        "without taking its lock); nothing was written, try again"
+    )
+
+
+def test_the_file_just_written_is_not_read_back_by_the_next_lookup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "policies.yaml"
+    store = PolicyStore(path, clock=FakeClock())
+    opened: list[Path] = []
+    real_open = policies_module.open_regular
+
+    def counting_open(p: Path) -> int:
+        opened.append(p)
+        return real_open(p)
+
+    monkeypatch.setattr(policies_module, "open_regular", counting_open)
+    allow = remember(store, Remember.ALWAYS)
+    opened.clear()
+    assert lookup(store) == allow
+    assert opened == []  # the store knows what it wrote
