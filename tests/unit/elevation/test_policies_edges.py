@@ -294,3 +294,38 @@ def test_the_file_just_written_is_not_read_back_by_the_next_lookup(
     opened.clear()
     assert lookup(store) == allow
     assert opened == []  # the store knows what it wrote
+
+
+def test_without_a_listener_problems_are_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "policies.yaml"
+    os.mkfifo(path, 0o600)
+    store = PolicyStore(path, clock=FakeClock())
+    with caplog.at_level("WARNING", logger="registry_core.elevation.policies"):
+        assert lookup(store) is None
+    assert [r.getMessage() for r in caplog.records] == store.problems
+    assert store.problems[0].startswith(f"cannot read {path}: not a regular file")
+
+
+def test_a_path_that_cannot_be_looked_at_blocks_writes_and_says_why(tmp_path: Path) -> None:
+    path = tmp_path / ("p" * 300) / "policies.yaml"  # a directory name too long to exist
+    store = PolicyStore(path, clock=FakeClock())
+    assert lookup(store) is None
+    assert store.problems == [
+        f"cannot read {path}: File name too long; remembered policies are not applied"
+    ]
+    with pytest.raises(PolicyError):
+        store.set(Policy("greet", Kind.SANDBOX, HOST, Decision.DENY, Remember.DENY_ALWAYS, T0))
+
+
+def test_a_reload_keeps_the_monotonic_deadline_of_an_allow(tmp_path: Path) -> None:
+    wall, mono = FakeClock(), FakeClock(1000.0)
+    store = PolicyStore(tmp_path / "policies.yaml", clock=wall, monotonic=mono)
+    assert remember(store, Remember.MINUTES_15) is not None
+    assert lookup(store) is not None  # its deadline: 15 minutes of monotonic time from now
+    mono.now += 14 * 60  # the wall clock stands still (a suspended or stepped clock)
+    remember(store, Remember.DENY_ALWAYS, tool="other")  # the file is written and re-read
+    assert lookup(store) is not None
+    mono.now += 61
+    assert lookup(store) is None
