@@ -143,3 +143,28 @@ def test_grants_use_the_real_clock_by_default() -> None:
     book = GrantBook()
     grant = book.issue(approval(), os.getpid(), os.getuid())
     assert book.check(grant.token, os.getuid(), (os.getpid(),)) is grant
+
+
+def test_a_new_grant_leaves_the_other_live_grants_alone(book: GrantBook, clock: FakeClock) -> None:
+    first = book.issue(approval(), PID, UID)
+    clock.now += GRANT_LIFETIME / 2
+    second = book.issue(approval(), PID + 1, UID)  # another sudo tool, at the same time
+    assert book.check(first.token, UID, ANCESTRY) is first
+    assert book.check(second.token, UID, (PID + 1,)) is second
+
+
+def test_a_grant_is_valid_up_to_its_expiry_instant(book: GrantBook, clock: FakeClock) -> None:
+    grant = book.issue(approval(), PID, UID)
+    clock.now = grant.expires
+    assert book.check(grant.token, UID, ANCESTRY) is grant
+    clock.now += 0.001
+    assert refusal(book, grant.token) == "grant expired"
+
+
+def test_an_expired_grant_is_forgotten_only_a_lifetime_after_it_expired(
+    book: GrantBook, clock: FakeClock
+) -> None:
+    old = book.issue(approval(), PID, UID)
+    clock.now = old.expires + GRANT_LIFETIME
+    book.issue(approval(), PID, UID)
+    assert refusal(book, old.token) == "grant expired"  # still known: said as it is
