@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from registry_core.elevation.confinement import SANDBOX_LABEL, sandbox_reasons
+from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
 from registry_core.elevation.identity import describe_peer
 
 DEADLINE = 10.0
@@ -69,7 +69,7 @@ def test_no_new_privs_is_sandboxed(proc: Path) -> None:
 def test_an_unreadable_namespace_is_sandboxed(proc: Path, name: str) -> None:
     fake_process(proc, "42", ns={name: None})
     [reason] = sandbox_reasons(42, proc=proc)
-    assert reason.startswith(f"cannot read its {name} namespace")
+    assert reason == f"cannot read its {name} namespace (No such file or directory)"
 
 
 def test_an_unreadable_or_incomplete_status_is_sandboxed(proc: Path) -> None:
@@ -89,7 +89,10 @@ def test_a_vanished_process_is_sandboxed(proc: Path) -> None:
 def test_the_broker_not_reading_its_own_namespaces_fails_closed(proc: Path) -> None:
     fake_process(proc, "42")
     shutil.rmtree(proc / "self" / "ns")
-    assert len(sandbox_reasons(42, proc=proc)) == 3
+    assert sandbox_reasons(42, proc=proc) == tuple(
+        f"cannot read the broker's own {name} namespace (No such file or directory)"
+        for name in ("user", "mnt", "pid")
+    )
 
 
 # --- real processes, through the real /proc -------------------------------------------
@@ -167,9 +170,31 @@ def test_a_status_text_without_the_flag_is_sandboxed(proc: Path) -> None:
     """describe_peer hands in the status it read once: an empty one (unreadable) fails closed."""
     fake_process(proc, "42")
     [reason] = sandbox_reasons(42, proc=proc, status=b"")
-    assert reason.startswith("cannot read its NoNewPrivs flag")
+    assert reason == "cannot read its NoNewPrivs flag (no NoNewPrivs line)"  # as the dialog says
     assert sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\t1\n") == (
         "it runs with no_new_privs (NoNewPrivs: 1)",
     )
     [reason] = sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\n")
     assert reason.startswith("cannot read its NoNewPrivs flag")
+
+
+# --- reading /proc files: at most 64 KiB, in as many reads as it takes -----------------
+
+
+def test_a_proc_file_is_read_up_to_64_kib(tmp_path: Path) -> None:
+    big = tmp_path / "cmdline"
+    big.write_bytes(bytes(range(256)) * 400)  # 100 KiB: a huge command line
+    assert read_proc_file(str(big)) == big.read_bytes()[:65536]
+    small = tmp_path / "status"
+    small.write_bytes(b"Name:\ttool\n")
+    assert read_proc_file(str(small)) == b"Name:\ttool\n"
+
+
+def test_short_reads_are_joined_and_still_capped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = tmp_path / "cmdline"
+    big.write_bytes(bytes(range(256)) * 400)
+    real_read = os.read
+    monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 1000)))  # like a pipe
+    assert read_proc_file(str(big)) == big.read_bytes()[:65536]
