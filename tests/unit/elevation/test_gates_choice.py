@@ -203,3 +203,16 @@ def test_an_allowed_request_tells_the_tool_where_to_ask_and_how_long_to_wait(
         WAIT_ENV: "42",
         gates.GRANT_ENV: "grant-token-0009",
     }
+
+
+def test_without_a_timeout_the_person_gets_the_default_wait(tmp_path: Path) -> None:
+    from registry_core.dispatch.gate import ElevationRequest
+    from registry_core.elevation.messages import Kind
+
+    path = tmp_path / "run" / "elevate.sock"
+    with scripted_broker(path, pong_or(decision("allow", "approved"))) as seen:
+        auth = BrokerGate(path).authorize(
+            ElevationRequest(tool="t", kind=Kind.SANDBOX, argv=("t",), args={}, cwd="/")
+        )
+    assert auth.env == {"OLLIE_ELEVATE_SOCKET": str(path), WAIT_ENV: f"{APPROVAL_WAIT:g}"}
+    assert seen[-1]["timeout"] == APPROVAL_WAIT
