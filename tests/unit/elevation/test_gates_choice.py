@@ -216,3 +216,36 @@ def test_without_a_timeout_the_person_gets_the_default_wait(tmp_path: Path) -> N
         )
     assert auth.env == {"OLLIE_ELEVATE_SOCKET": str(path), WAIT_ENV: f"{APPROVAL_WAIT:g}"}
     assert seen[-1]["timeout"] == APPROVAL_WAIT
+
+
+def test_the_broker_is_told_everything_the_request_says(tmp_path: Path) -> None:
+    from registry_core.dispatch.gate import ElevationRequest
+    from registry_core.elevation.messages import Kind
+
+    path = tmp_path / "run" / "elevate.sock"
+    request = ElevationRequest(
+        tool="t",
+        kind=Kind.SANDBOX,
+        argv=("t", "-x"),
+        args={"n": 1},
+        cwd="/srv",
+        code="print(1)",
+        client="claude",
+        timeout=7,
+    )
+    with scripted_broker(path, pong_or(decision("allow", "approved"))) as seen:
+        BrokerGate(path, host="laptop", timeout=42).authorize(request)
+    sent = seen[-1]
+    assert (sent["tool"], sent["kind"], sent["argv"], sent["args"], sent["cwd"]) == (
+        "t",
+        "sandbox",
+        ["t", "-x"],
+        {"n": 1},
+        "/srv",
+    )
+    assert (sent["code"], sent["host"], sent["client"], sent["timeout"]) == (
+        "print(1)",
+        "laptop",
+        "claude",
+        7,
+    )
