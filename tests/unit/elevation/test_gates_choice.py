@@ -197,7 +197,7 @@ def test_an_allowed_request_tells_the_tool_where_to_ask_and_how_long_to_wait(
         auth = BrokerGate(path, timeout=42).authorize(
             ElevationRequest(tool="t", kind=Kind.SUDO, argv=("sudo",), args={}, cwd="/")
         )
-    assert auth.grant == "grant-token-0009"
+    assert (auth.grant, auth.reason) == ("grant-token-0009", "approved")
     assert auth.env == {
         "OLLIE_ELEVATE_SOCKET": str(path),
         WAIT_ENV: "42",
@@ -249,3 +249,22 @@ def test_the_broker_is_told_everything_the_request_says(tmp_path: Path) -> None:
         "claude",
         7,
     )
+
+
+def test_a_denial_or_no_broker_is_an_elevation_denied_error_saying_why(tmp_path: Path) -> None:
+    from registry_core.dispatch.gate import ElevationRequest
+    from registry_core.elevation.messages import Kind
+    from registry_core.errors import ElevationDeniedError
+
+    request = ElevationRequest(tool="t", kind=Kind.SUDO, argv=("t",), args={}, cwd="/")
+    path = tmp_path / "run" / "elevate.sock"
+    with (
+        scripted_broker(path, pong_or(decision("deny", "denied by you"))),
+        pytest.raises(ElevationDeniedError) as denied,
+    ):
+        BrokerGate(path).authorize(request)
+    assert str(denied.value) == "elevation denied: denied by you"
+    with pytest.raises(ElevationDeniedError) as unreachable:
+        BrokerGate(tmp_path / "nobody.sock").authorize(request)
+    assert str(unreachable.value).startswith("elevation denied: broker unreachable: ")
+    assert "nobody.sock" in str(unreachable.value)
