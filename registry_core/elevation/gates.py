@@ -107,7 +107,7 @@ class InProcessBroker:
         parent = paths.runtime_dir(env) / "ollie"
         make_private_dirs(parent)
         self._dir = Path(tempfile.mkdtemp(prefix="broker-", dir=parent))
-        os.chmod(self._dir, 0o700)
+        os.chmod(self._dir, 0o700)  # pragma: no mutate (mkdtemp made it 0700: defence only)
         self.path = self._dir / "elevate.sock"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(

@@ -174,6 +174,9 @@ def test_a_status_text_without_the_flag_is_sandboxed(proc: Path) -> None:
     assert sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\t1\n") == (
         "it runs with no_new_privs (NoNewPrivs: 1)",
     )
+    assert sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\t1") == (
+        "it runs with no_new_privs (NoNewPrivs: 1)",  # the last line, without a newline
+    )
     [reason] = sandbox_reasons(42, proc=proc, status=b"Name:\tx\nNoNewPrivs:\n")
     assert reason.startswith("cannot read its NoNewPrivs flag")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import stat
 import threading
@@ -175,6 +176,9 @@ def test_no_broker_but_a_front_end_starts_a_private_broker(
         assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
         probe = choose_gate(_env(tmp_path, OLLIE_ELEVATE_SOCKET=str(gate.path)))
         assert isinstance(probe, BrokerGate)  # it answers on its socket
+        # one named daemon thread: a command that forgets close() still exits
+        [thread] = [t for t in threading.enumerate() if t.name == "ollie-broker"]
+        assert thread.daemon
     finally:
         gate.close()
     assert not directory.exists()
@@ -193,11 +197,12 @@ def test_an_allowed_request_tells_the_tool_where_to_ask_and_how_long_to_wait(
 
     path = tmp_path / "run" / "elevate.sock"
     reply = {**decision("allow", "approved"), "grant": "grant-token-0009"}
-    with scripted_broker(path, pong_or(reply)):
+    with scripted_broker(path, pong_or(reply)) as seen:
         auth = BrokerGate(path, timeout=42).authorize(
             ElevationRequest(tool="t", kind=Kind.SUDO, argv=("sudo",), args={}, cwd="/")
         )
     assert (auth.grant, auth.reason) == ("grant-token-0009", "approved")
+    assert seen[-1]["timeout"] == 42  # the request named none: the gate's own wait
     assert auth.env == {
         "OLLIE_ELEVATE_SOCKET": str(path),
         WAIT_ENV: "42",
@@ -268,3 +273,16 @@ def test_a_denial_or_no_broker_is_an_elevation_denied_error_saying_why(tmp_path:
         BrokerGate(tmp_path / "nobody.sock").authorize(request)
     assert str(unreachable.value).startswith("elevation denied: broker unreachable: ")
     assert "nobody.sock" in str(unreachable.value)
+
+
+def test_a_private_broker_uses_the_named_front_end_and_tolerates_its_directory_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(gates, "harden_process", lambda: None)
+    broker = gates.InProcessBroker(_env(tmp_path), prompter_name="none")
+    try:
+        assert broker.prompter_name == "none"
+    finally:
+        shutil.rmtree(broker.path.parent)  # a cleaner of the runtime directory was quicker
+        broker.close()
+    assert not any(t.name == "ollie-broker" for t in threading.enumerate())

@@ -138,3 +138,52 @@ def test_start_time_of_a_command_name_with_spaces_and_parens(tmp_path: Path) -> 
     finally:
         proc.kill()
         proc.wait(10)
+
+
+def test_a_process_label_falls_back_to_its_executable_then_a_question_mark() -> None:
+    assert identity.ProcessInfo(7, "/bin/x", ("x", "-v")).label() == "7 x -v"
+    assert identity.ProcessInfo(7, "/bin/x", ()).label() == "7 /bin/x"
+    assert identity.ProcessInfo(7, "", ()).label() == "7 ?"
+
+
+def test_the_requester_record_of_the_audit_log() -> None:
+    peer = Requester(
+        pid=7,
+        uid=1000,
+        gid=1000,
+        exe="/usr/bin/python3",
+        cmdline=("python3", "agent.py"),
+        cwd="/home/me",
+        parents=(identity.ProcessInfo(6, "/bin/bash", ("bash",)),),
+        host="laptop",
+        sandboxed=True,
+        sandbox_reasons=("it runs in another user namespace",),
+    )
+    assert peer.to_json() == {
+        "pid": 7,
+        "uid": 1000,
+        "exe": "/usr/bin/python3",
+        "cmdline": ["python3", "agent.py"],
+        "cwd": "/home/me",
+        "parents": [{"pid": 6, "exe": "/bin/bash", "cmdline": ["bash"]}],
+        "host": "laptop",
+        "remote": False,
+        "sandboxed": True,
+        "sandbox_reasons": ["it runs in another user namespace"],
+    }
+
+
+def test_the_parent_pid_is_read_from_its_line_wherever_it_is() -> None:
+    assert identity._status_ppid(b"Name:\tx\nPPid:\t1234\nTracerPid:\t0\n") == 1234
+    assert identity._status_ppid(b"Name:\tx\nPPid:\t1234") == 1234  # last, no newline
+    assert identity._status_ppid(b"Name:\tx\n") == 0
+
+
+def test_a_pid_taken_over_during_the_walk_shows_no_chain(
+    child: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started = start_time(child.pid)
+    answers = iter([started, b"1" + started])  # before the walk: the same; after: another
+
+    monkeypatch.setattr(identity, "start_time", lambda pid: next(answers))
+    assert identity._ancestry(child.pid, started)() == ()
