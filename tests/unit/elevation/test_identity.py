@@ -8,6 +8,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -187,3 +188,32 @@ def test_a_pid_taken_over_during_the_walk_shows_no_chain(
 
     monkeypatch.setattr(identity, "start_time", lambda pid: next(answers))
     assert identity._ancestry(child.pid, started)() == ()
+
+
+def test_the_parent_chain_is_read_once_however_often_it_is_shown() -> None:
+    calls: list[int] = []
+
+    def ancestry() -> tuple[identity.ProcessInfo, ...]:
+        calls.append(1)
+        return (identity.ProcessInfo(6, "/bin/bash", ("bash",)),)
+
+    peer = Requester(pid=7, uid=1, gid=1, ancestry=ancestry)
+    assert peer.ancestors() == peer.ancestors() == ancestry()[:1]
+    assert len(calls) == 2  # once by the requester, once by this test's comparison
+
+
+def test_a_command_line_that_is_not_utf8_is_shown_with_replacement_characters() -> None:
+    code = "import sys; sys.stdin.read()"
+    arg = b"caf\xe9"  # Latin-1, not UTF-8
+    proc = subprocess.Popen(
+        [sys.executable.encode(), b"-c", code.encode(), arg], stdin=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while arg not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():  # until it exec'd
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.01)
+        peer = describe_peer(proc.pid, os.getuid(), os.getgid(), "h")
+    finally:
+        proc.communicate(b"", timeout=10)
+    assert peer.cmdline[-1] == "caf\ufffd"
