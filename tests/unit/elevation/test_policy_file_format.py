@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from policy_helpers import EXE, HOST, SHA, T0, FakeClock, entry
 
 from registry_core.elevation import policy_file
@@ -274,3 +275,15 @@ def test_without_hard_links_the_file_is_renamed_never_over_a_copy(
     assert target.read_text() == "[\n"
     assert first.read_text() == "older copy\n"
     assert not path.exists()
+
+
+def test_without_libyaml_deep_nesting_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pure-Python loader (no libyaml installed) recurses instead of limiting depth.
+    monkeypatch.setattr(policy_file, "_Loader", yaml.SafeLoader)
+    with pytest.raises(DocumentError) as refused:
+        parse_document(b"[" * 5000, Path("/x/policies.yaml"), T0)
+    assert str(refused.value) == "not valid YAML: nested too deeply"
+
+
+def test_times_without_an_offset_are_utc_in_any_time_zone(tokyo: None) -> None:
+    assert parse_time("2025-06-15T15:06:40") == T0
