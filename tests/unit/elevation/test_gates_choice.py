@@ -279,7 +279,11 @@ def test_a_private_broker_uses_the_named_front_end_and_tolerates_its_directory_g
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(gates, "harden_process", lambda: None)
-    broker = gates.InProcessBroker(_env(tmp_path), prompter_name="none")
+    (tmp_path / "bin").mkdir()
+    zenity = tmp_path / "bin" / "zenity"  # the fallback would pick it: "none" is named
+    zenity.write_text("#!/bin/sh\nexit 1\n")
+    zenity.chmod(0o755)
+    broker = gates.InProcessBroker(_env(tmp_path, DISPLAY=":99"), prompter_name="none")
     try:
         assert broker.prompter_name == "none"
     finally:
