@@ -73,6 +73,8 @@ class DesktopGuard:
 
 _private_runtime = tempfile.mkdtemp(prefix="ollie-tests-runtime-")
 atexit.register(shutil.rmtree, _private_runtime, ignore_errors=True)
+
+
 def _caller_env() -> dict[str, str]:
     """The caller's desktop variables, or none when this module runs a second time in
     one process (``make mutate``: mutmut calls ``pytest.main`` repeatedly): the
