@@ -64,6 +64,8 @@ def test_the_requesters_deadline_counts_from_arrival_not_from_its_turn(setup: Se
         third = asyncio.create_task(
             broker.elevate(setup.request(rid="C", timeout=60.0), setup.requester)
         )
+        while len(broker.pending) < 2:  # C has arrived (its clock runs) before B does
+            await asyncio.sleep(0)
         # B waits behind A and runs out of time (0.2 s) while A is still open.
         second = await broker.elevate(setup.request(rid="B", timeout=0.2), setup.requester)
         prompter.release.set()
