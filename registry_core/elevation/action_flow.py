@@ -10,7 +10,12 @@ rules, and the pattern a person remembers must cover the action they saw.
 from __future__ import annotations
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.actions import ActionRule, ActionRuleStore, covers
+from registry_core.elevation.actions import (
+    ActionRule,
+    ActionRuleStore,
+    covers,
+    shown_action_covered,
+)
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
 
@@ -87,13 +92,7 @@ def remember_answer(
     pattern = action.pattern if answer.pattern is None else answer.pattern
     if remember is Remember.ONCE:
         return remember, ""
-    if not covers(
-        action.pattern_kind,
-        pattern,
-        summary=action.summary,
-        command=action.command,
-        path=action.path,
-    ):
+    if not shown_action_covered(action, pattern):
         return Remember.ONCE, f" (not remembered: {pattern!r} does not cover this action)"
     store.remember(action.agent, action.tool, action.pattern_kind, pattern, remember)
     return remember, f" (remembered for {action.pattern_kind.value} {pattern!r})"

@@ -37,7 +37,7 @@ from typing import Any
 
 from registry_core.elevation.messages import Decision, PatternKind
 from registry_core.elevation.policy_file import DURATIONS, move_aside, write_atomic
-from registry_core.elevation.prompter import Remember
+from registry_core.elevation.prompter import ActionDetails, Remember
 from registry_core.errors import PolicyError
 
 _log = logging.getLogger(__name__)
@@ -85,6 +85,17 @@ def covers(
         return target == _normal(pattern)
     # Exactly the command when there is one (a summary may be shortened for display).
     return pattern == (command if command is not None else summary)
+
+
+def shown_action_covered(action: ActionDetails, pattern: str) -> bool:
+    """Does ``pattern`` (the one the person left in the dialog) cover the action shown?"""
+    return covers(
+        action.pattern_kind,
+        pattern,
+        summary=action.summary,
+        command=action.command,
+        path=action.path,
+    )
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ says exactly which pattern an answer would be remembered for.
 
 from __future__ import annotations
 
-from registry_core.elevation.actions import covers
+from registry_core.elevation.actions import shown_action_covered
 from registry_core.elevation.messages import ActionDisplay, PatternKind
 from registry_core.elevation.prompter import ApprovalRequest
 from registry_core.elevation.prompters.text import (
@@ -103,13 +103,7 @@ def pattern_problem(request: ApprovalRequest, pattern: str) -> str | None:
     assert action is not None
     if not pattern:
         return "an empty pattern covers nothing"
-    if not covers(
-        action.pattern_kind,
-        pattern,
-        summary=action.summary,
-        command=action.command,
-        path=action.path,
-    ):
+    if not shown_action_covered(action, pattern):
         return f"{clean(pattern)!r} does not cover this action"
     return None
 
