@@ -38,7 +38,6 @@ import datetime as dt
 import functools
 import json
 import logging
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from registry_core.elevation.audit_file import (
     gap_count,
     lines_backwards,
 )
+from registry_core.elevation.audit_quick import ENCODER, iso_fast, quick_line
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
@@ -126,26 +126,7 @@ def _iso(ts: float) -> str:
 
 
 _AUDIT_VIEW = "_audit_requester"
-_REQUESTER_SLOT = "\x00requester\x00"  # stands for the requester's encoded JSON
-_ENCODED_SLOT = '"\\u0000requester\\u0000"'
-
-
-@functools.lru_cache(maxsize=4)
-def _second_text(second: int) -> str:
-    """``YYYY-MM-DDTHH:MM:SS`` (UTC) of a whole second after the epoch."""
-    return dt.datetime.fromtimestamp(second, dt.UTC).isoformat().replace("+00:00", "")
-
-
-def _iso_fast(ts: float) -> str:
-    """:func:`_iso` for a time at or after the epoch, the date and time of day
-    formatted once per second: the same text (``datetime`` rounds to the
-    microsecond, half to even, and the text cuts that to milliseconds)."""
-    fraction, whole = math.modf(ts)
-    micro = round(fraction * 1e6)
-    second = int(whole)
-    if micro >= 1_000_000:
-        second, micro = second + 1, micro - 1_000_000
-    return f"{_second_text(second)}.{micro // 1000:03d}Z"
+_iso_fast = iso_fast  # the quick path's time text (audit_quick.py)
 
 
 def _parse_iso(value: object) -> float:
@@ -226,40 +207,32 @@ class AuditRecord:
         return _dump(_shrink(obj, 32))
 
     def _quick_line(self) -> bytes | None:
-        """:meth:`to_line` for the common record, byte for byte, from the requester's
-        encoded once and the time's date formatted once a second; ``None`` when the
-        record needs the general path (an action, a cut, a time before 1970)."""
-        if self.action is not None or not self.time >= 0:
+        """:meth:`to_line` for the common record, byte for byte, without encoding
+        the record as a whole (:func:`~registry_core.elevation.audit_quick.quick_line`);
+        ``None`` when the record needs the general path (an action, a cut, a time
+        before 1970)."""
+        if self.action is not None:
             return None
-        try:
-            text = _ENCODER.encode(
-                {
-                    "time": _iso_fast(self.time),
-                    "request_id": self.request_id,
-                    "tool": self.tool,
-                    "kind": self.kind.value,
-                    "host": self.host,
-                    "remote": self.remote,
-                    "requester": _REQUESTER_SLOT,
-                    "executable": self.executable,
-                    "sha256": self.sha256,
-                    "argv": list(self.argv),
-                    "args": None if self.args is None else dict(self.args),
-                    "code": self.code,
-                    "decision": self.decision.value,
-                    "by": self.by.value,
-                    "remember": None if self.remember is None else self.remember.value,
-                    "reason": self.reason,
-                    **({"claimed_host": self.claimed_host} if self.claimed_host else {}),
-                    **({"client": self.client} if self.client else {}),
-                }
-            )
-        except (ValueError, RecursionError):
-            return None
-        if text.count(_ENCODED_SLOT) != 1:  # a field of the record holds the slot's text
-            return None
-        line = text.replace(_ENCODED_SLOT, self.requester.json_text).encode() + b"\n"
-        return line if len(line) <= MAX_LINE else None
+        return quick_line(
+            time=self.time,
+            request_id=self.request_id,
+            tool=self.tool,
+            kind=self.kind,
+            host=self.host,
+            remote=self.remote,
+            requester_json=self.requester.json_text,
+            executable=self.executable,
+            sha256=self.sha256,
+            argv=self.argv,
+            args=self.args,
+            code=self.code,
+            decision=self.decision,
+            by=self.by,
+            remember=self.remember,
+            reason=self.reason,
+            claimed_host=self.claimed_host,
+            client=self.client,
+        )
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> AuditRecord:
@@ -298,7 +271,7 @@ class AuditRecord:
         )
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"), default=repr)  # stateless: shared
+_ENCODER = ENCODER  # stateless: shared (audit_quick.py)
 
 
 def _dump(obj: Any) -> bytes:
@@ -364,7 +337,11 @@ class AuditLog:
 
         Between :meth:`hold` and :meth:`release` on the same thread the line is
         kept instead and written by :meth:`release`."""
-        line = record.to_line()
+        self.append_line(record.to_line())
+
+    def append_line(self, line: bytes) -> None:
+        """:meth:`append` for a record already made into its line (``AuditRecord.to_line``
+        or, for the common record, ``audit_quick.quick_line``)."""
         held = self._held
         if held is not None and self._holder == threading.get_ident():
             held.append(line)

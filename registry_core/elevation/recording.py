@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+from time import time as _now
 from typing import Any
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditError, AuditLog, AuditRecord, AuditRequester
+from registry_core.elevation.audit_quick import quick_line
 from registry_core.elevation.prompter import ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
@@ -33,8 +35,52 @@ def record_decision(
     remember: Remember | None,
     reason: str,
 ) -> None:
-    """Append the decision; an unwritable audit file is logged, never fatal to the decision."""
-    record = AuditRecord(
+    """Append the decision; an unwritable audit file is logged, never fatal to the decision.
+
+    The common record's line is made straight from ``ar`` (no :class:`AuditRecord`,
+    the same bytes: ``audit_quick.py``); anything else goes through the record."""
+    now = _now()
+    line = None
+    if ar.action is None:
+        line = quick_line(
+            time=now,
+            request_id=ar.id,
+            tool=ar.tool,
+            kind=ar.kind,
+            host=ar.host,
+            remote=ar.remote,
+            requester_json=AuditRequester.from_requester(ar.requester).json_text,
+            executable=ar.executable,
+            sha256=ar.sha256,
+            argv=ar.argv,
+            args=ar.args,
+            code=ar.code,
+            decision=decision,
+            by=by,
+            remember=remember,
+            reason=reason,
+            claimed_host=ar.claimed_host,
+            client=ar.client,
+        )
+    if line is None:
+        line = audit_record(ar, decision, by, remember, reason, now).to_line()
+    try:
+        audit.append_line(line)
+    except AuditError as exc:
+        log.error("could not write the audit log %s: %s", audit.path, exc)
+
+
+def audit_record(
+    ar: ApprovalRequest,
+    decision: m.Decision,
+    by: m.DecidedBy,
+    remember: Remember | None,
+    reason: str,
+    time: float,
+) -> AuditRecord:
+    """The audit record of a decision on ``ar``."""
+    return AuditRecord(
+        time=time,
         tool=ar.tool,
         kind=ar.kind,
         host=ar.host,
@@ -54,7 +100,3 @@ def record_decision(
         client=ar.client,
         action=None if ar.action is None else _action_json(ar),
     )
-    try:
-        audit.append(record)
-    except AuditError as exc:
-        log.error("could not write the audit log %s: %s", audit.path, exc)

@@ -1,0 +1,133 @@
+"""The audit line of a common decision, written straight from its fields (issue 19).
+
+:meth:`AuditRecord.to_line <registry_core.elevation.audit.AuditRecord.to_line>`
+encodes a record as one JSON object.  For the common record (no agent action,
+a time after 1970, nothing cut) :func:`quick_line` gives the same bytes
+without building the record or a dict of it: each field's JSON is made by
+the same encoder's pieces (the C string escaper, the shared encoder for the
+request id and ``args``) and joined in the record's key order, the
+requester's JSON is the one encoded once per connection, and the date is
+formatted once per second.  ``tests/unit/elevation/test_audit_quick.py``
+holds it byte for byte to the general path; anything unusual (a field of an
+unexpected type, ``args`` that cannot be encoded, a line over
+:data:`MAX_LINE`) returns ``None`` and the general path decides.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from enum import Enum
+from typing import Any
+
+from registry_core.elevation.audit_file import MAX_LINE
+
+# The audit log's one encoder (stateless: shared); ``repr`` for what JSON lacks.
+ENCODER = json.JSONEncoder(separators=(",", ":"), default=repr)
+# What ENCODER makes of a string (ensure_ascii): the same C escaper it calls.
+_string = json.encoder.encode_basestring_ascii
+
+
+@functools.lru_cache(maxsize=4)
+def _second_text(second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS`` (UTC) of a whole second after the epoch."""
+    return dt.datetime.fromtimestamp(second, dt.UTC).isoformat().replace("+00:00", "")
+
+
+def iso_fast(ts: float) -> str:
+    """The record's time text for a time at or after the epoch, the date and
+    time of day formatted once per second: the same text as ``datetime``'s
+    (which rounds to the microsecond, half to even, cut to milliseconds)."""
+    fraction, whole = math.modf(ts)
+    micro = round(fraction * 1e6)
+    second = int(whole)
+    if micro >= 1_000_000:
+        second, micro = second + 1, micro - 1_000_000
+    return f"{_second_text(second)}.{micro // 1000:03d}Z"
+
+
+def _value(value: Any) -> str:
+    if type(value) is str:
+        return _string(value)
+    if value is None:
+        return "null"
+    return ENCODER.encode(value)
+
+
+def _enum(value: Enum | None) -> str:
+    return "null" if value is None else _value(value.value)
+
+
+def quick_line(
+    *,
+    time: float,
+    request_id: Any,
+    tool: str,
+    kind: Enum,
+    host: str,
+    remote: bool,
+    requester_json: str,
+    executable: str | None,
+    sha256: str | None,
+    argv: Sequence[str],
+    args: Mapping[str, Any] | None,
+    code: str | None,
+    decision: Enum,
+    by: Enum,
+    remember: Enum | None,
+    reason: str,
+    claimed_host: str | None,
+    client: str | None,
+) -> bytes | None:
+    """The audit line of a record without an agent action, or ``None`` when the
+    general path must write it.  ``requester_json`` is the requester's encoded
+    JSON (``AuditRequester.json_text``)."""
+    if not time >= 0:
+        return None
+    try:
+        parts = [
+            '{"time":"',
+            iso_fast(time),
+            '","request_id":',
+            _value(request_id),
+            ',"tool":',
+            _string(tool),
+            ',"kind":',
+            _value(kind.value),
+            ',"host":',
+            _string(host),
+            ',"remote":',
+            "true" if remote is True else "false" if remote is False else ENCODER.encode(remote),
+            ',"requester":',
+            requester_json,
+            ',"executable":',
+            _value(executable),
+            ',"sha256":',
+            _value(sha256),
+            ',"argv":[',
+            ",".join(map(_string, argv)),
+            '],"args":',
+            "null" if args is None else ENCODER.encode(dict(args)),
+            ',"code":',
+            _value(code),
+            ',"decision":',
+            _value(decision.value),
+            ',"by":',
+            _value(by.value),
+            ',"remember":',
+            _enum(remember),
+            ',"reason":',
+            _string(reason),
+        ]
+        if claimed_host:
+            parts += (',"claimed_host":', _value(claimed_host))
+        if client:
+            parts += (',"client":', _value(client))
+    except (TypeError, ValueError, RecursionError, AttributeError):
+        return None  # an unexpected type, or args the encoder refuses: the general path
+    parts.append("}\n")
+    line = "".join(parts).encode()
+    return line if len(line) <= MAX_LINE else None
