@@ -103,13 +103,19 @@ class AuditFile:
             raise ValueError(f"audit max_bytes must be at least {MAX_LINE}, got {max_bytes}")
         if keep < 1:
             raise ValueError(f"audit keep must be at least 1, got {keep}")
-        self.path = Path(path)
+        self._path = Path(path)
+        self._fspath = os.fspath(self._path)  # what the per-decision lstat takes
         self.max_bytes = max_bytes
         self.keep = keep
         self._lock = threading.Lock()
         self._appender: _Appender | None = None
         self._lost = 0
         self._lost_reason = ""
+
+    @property
+    def path(self) -> Path:
+        """The audit file (fixed: its text is kept for the lstat of every decision)."""
+        return self._path
 
     @property
     def lost(self) -> int:
@@ -194,7 +200,7 @@ class AuditFile:
         appender = self._appender
         if appender is not None:
             try:
-                st = os.lstat(self.path)
+                st = os.lstat(self._fspath)
             except OSError:
                 st = None  # gone (or unreachable): reopen, which recreates or reports it
             if st is not None and (st.st_dev, st.st_ino) == appender.file_id:

@@ -173,7 +173,8 @@ class PolicyStore:
         monotonic: Callable[[], float] = time.monotonic,
         lock_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
-        self.path = Path(path)
+        self._path = Path(path)
+        self._fspath = os.fspath(self._path)  # what the per-decision lstat takes
         self.problems: list[str] = []
         self._clock = clock
         self._monotonic = monotonic
@@ -191,6 +192,11 @@ class PolicyStore:
         self._loaded = False  # pragma: no mutate
         self._write_block: str | None = None  # pragma: no mutate
         self._unreported: list[str] = []
+
+    @property
+    def path(self) -> Path:
+        """The policy file (fixed: its text is kept for the lstat of every decision)."""
+        return self._path
 
     def lookup(
         self,
@@ -425,7 +431,7 @@ class PolicyStore:
     def _refresh(self) -> None:
         """Reload the file when its (mtime_ns, size, inode) changed."""
         try:
-            st = os.lstat(self.path)
+            st = os.lstat(self._fspath)
         except (FileNotFoundError, NotADirectoryError):
             self._clear()
         except OSError as exc:
