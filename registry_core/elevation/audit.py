@@ -56,6 +56,7 @@ from registry_core.elevation.audit_file import (
 )
 from registry_core.elevation.audit_quick import ENCODER, iso_fast, quick_line
 from registry_core.elevation.confinement import SANDBOX_LABEL
+from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
 from registry_core.elevation.prompter import Remember
@@ -76,6 +77,7 @@ _MARK = "...[truncated {} chars]"
 _MAX_DEPTH = 16  # the protocol allows 64; an audit line keeps the outer levels
 
 
+@quick_init
 @dataclass(frozen=True)
 class AuditRequester:
     """The requesting process, as the kernel and /proc reported it."""

@@ -19,10 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
+from registry_core.elevation.frozen import quick_init
 
 _MAX_PARENTS = 8
 
 
+@quick_init
 @dataclass(frozen=True)
 class ProcessInfo:
     pid: int
@@ -34,6 +36,7 @@ class ProcessInfo:
         return f"{self.pid} {cmd}"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Requester:
     """The peer of one connection, as far as the kernel and /proc tell."""
