@@ -215,6 +215,16 @@ def _elevate_quick(obj: JsonObject, request_id: RequestId | None) -> m.ElevateRe
     )
 
 
+def _elevate_frame_quick(obj: JsonObject) -> m.ElevateRequest | None:
+    """A common ``elevate`` frame checked whole, envelope included (``v`` 1 and a
+    valid id, then :func:`_elevate_quick`); ``None``: the general path decides.
+    Only for a tree known to pass the walk (``tree_checked``)."""
+    version, raw_id = obj.get("v"), obj.get("id")
+    if type(version) is not int or version != m.PROTOCOL_VERSION or not m.is_request_id(raw_id):
+        return None
+    return _elevate_quick(obj, raw_id)
+
+
 _ACTION_TOOL_EXPECTED = f"an agent tool name (1-{m.MAX_CLIENT_LENGTH} printable characters)"
 
 
@@ -329,6 +339,10 @@ def parse_request(obj: Any, *, tree_checked: bool = False) -> m.Request:
     ``tree_checked``: ``obj`` is what :func:`load_frame` made of a line for which
     :func:`plain_frame` holds, so the walk of :func:`messages.check_json_tree`
     is known to pass and is skipped."""
+    if tree_checked and type(obj) is dict and obj.get("op") == "elevate":
+        quick = _elevate_frame_quick(obj)
+        if quick is not None:
+            return quick
     fields = _envelope(obj, tree_checked)
     parser = _REQUEST_PARSERS.get(fields.op)
     if parser is None:

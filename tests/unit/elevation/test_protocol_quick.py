@@ -3,6 +3,9 @@
 - ``_elevate_quick`` checks a whole common ``elevate`` at once; whatever it
   accepts, the field-by-field parser accepts as the same request, and it
   never accepts what that parser rejects.
+- ``parse_request`` takes a common ``elevate`` frame whole (envelope and
+  fields at once) when the tree walk is known to pass: the request or error
+  the general path gives.
 - ``plain_frame`` lets the decoder skip the JSON tree walk; it may only say
   so for lines whose decoded tree passes the walk.
 - ``encode`` reuses a validated content's frame with a new id: the frame is
@@ -113,6 +116,52 @@ def test_the_quick_elevate_takes_the_common_request() -> None:
     assert _elevate_quick(valid_elevate(), 7) == parse_request(valid_elevate())
     with_options = {**valid_elevate(), "host": "laptop", "client": "claude", "code": None}
     assert _elevate_quick(with_options, 7) == parse_request(with_options)
+
+
+@st.composite
+def elevate_frames(draw: st.DrawFn) -> dict[str, Any]:
+    """elevate_objects() with the envelope varied too: v, op, and a missing id."""
+    obj = draw(elevate_objects())
+    for name, values in (
+        ("v", [1, 2, 1.0, True, "1", None]),
+        ("op", ["elevate", "Elevate", "ping", 1, None]),
+        ("id", [7, None, [], -(2**60), "\ud800"]),
+    ):
+        if draw(st.integers(0, 3)) == 0:
+            choice = draw(st.sampled_from([*values, "absent"]))
+            if choice == "absent":
+                obj.pop(name, None)
+            else:
+                obj[name] = choice
+    return obj
+
+
+def parsed(obj: dict[str, Any]) -> m.Request | str:
+    try:
+        return parse_request(obj, tree_checked=True)
+    except m.MessageError as exc:
+        return f"{exc.error_code}: {exc.message} ({exc.request_id!r})"
+
+
+@SETTINGS
+@given(elevate_frames())
+@example(valid_elevate())
+@example({**valid_elevate(), "v": True})
+@example({**valid_elevate(), "id": None})
+def test_the_quick_frame_parse_agrees_with_the_general_one(obj: dict[str, Any]) -> None:
+    quick = parsed(obj)
+    original = protocol._elevate_frame_quick
+    protocol._elevate_frame_quick = lambda _o: None  # type: ignore[assignment]
+    try:
+        slow = parsed(obj)
+    finally:
+        protocol._elevate_frame_quick = original
+    assert quick == slow
+    assert type(quick) is type(slow)
+
+
+def test_the_quick_frame_parse_takes_the_common_request() -> None:
+    assert protocol._elevate_frame_quick(valid_elevate()) == parse_request(valid_elevate())
 
 
 json_values = st.recursive(
