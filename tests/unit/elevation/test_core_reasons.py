@@ -1,0 +1,155 @@
+"""What the broker core says and records for each way a request ends (from ``make mutate``).
+
+The reason of a decision reaches the requester's stderr, the audit log and the
+notification: each is pinned word for word here, with what is remembered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import re
+from typing import Any
+
+import pytest
+from core_helpers import HOST, FakePrompter, Setup, askpass, decide, run, sudo_request
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.policies import file_sha256
+from registry_core.elevation.prompter import Approval, Remember
+
+
+def test_a_plain_yes_and_no_say_who_decided(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True), Approval(False)])
+    yes, no = decide(setup.broker(prompter), setup, setup.request(rid=1), setup.request(rid=2))
+    assert (yes.decision, yes.reason, yes.remember) == (
+        m.Decision.ALLOW,
+        "approved by the user",
+        "once",
+    )
+    assert (no.decision, no.reason, no.remember) == (m.Decision.DENY, "denied by the user", "once")
+    assert [r["reason"] for r in setup.audit()] == ["approved by the user", "denied by the user"]
+
+
+def test_a_remembered_decision_names_the_rule(setup: Setup) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    [reply] = decide(setup.broker(FakePrompter()), setup, setup.request())
+    policy = setup.policies.lookup(
+        "greet", m.Kind.SANDBOX, HOST, setup.exe("greet"), file_sha256(setup.exe("greet"))
+    )
+    assert policy is not None
+    assert reply.reason == f"remembered: {policy.describe()}"
+
+
+def test_deny_always_records_the_executable_it_was_given_for(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(False, Remember.DENY_ALWAYS)])
+    [reply] = decide(setup.broker(prompter), setup, setup.request())
+    assert (reply.decision, reply.remember) == (m.Decision.DENY, "deny_always")
+    [policy] = setup.policies.list()
+    assert (policy.executable, policy.sha256) == (
+        setup.exe("greet"),
+        file_sha256(setup.exe("greet")),
+    )
+
+
+def test_the_dialogs_own_countdown_is_an_unattended_timeout(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(False, timed_out=True)])
+    [reply] = decide(setup.broker(prompter, prompt_timeout=5), setup, setup.request())
+    assert (reply.decision, reply.by, reply.reason) == (
+        m.Decision.DENY,
+        m.DecidedBy.TIMEOUT,
+        "no answer within 5 s",
+    )
+
+
+def _two_in_line(setup: Setup, act: Any) -> m.DecisionReply:
+    """The first request is showing; the second waits; ``act(broker)`` runs meanwhile."""
+    prompter = FakePrompter([Approval(False)], hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> m.DecisionReply:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = asyncio.create_task(broker.elevate(setup.request(rid=2), setup.requester))
+        async with asyncio.timeout(10):
+            while len(broker.pending) < 2:
+                await asyncio.sleep(0)
+        act(broker)
+        prompter.release.set()
+        await first
+        return await second
+
+    return run(go)
+
+
+def test_paused_while_waiting_is_denied_at_its_turn_saying_so(setup: Setup) -> None:
+    reply = _two_in_line(setup, lambda broker: broker.set_paused(True))
+    assert (reply.decision, reply.by, reply.reason) == (
+        m.Decision.DENY,
+        m.DecidedBy.PAUSED,
+        "requests are paused",
+    )
+
+
+def test_deny_all_pending_is_a_one_time_no(setup: Setup) -> None:
+    reply = _two_in_line(setup, lambda broker: broker.deny_pending())
+    assert (reply.decision, reply.by, reply.reason, reply.remember) == (
+        m.Decision.DENY,
+        m.DecidedBy.USER,
+        "denied with all pending requests",
+        "once",
+    )
+
+
+def test_a_password_timeout_says_so_and_ends_the_grant(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)])
+    broker = setup.broker(prompter)
+
+    async def go() -> tuple[Any, Any, Any]:
+        approved = await broker.elevate(sudo_request(setup, 1, timeout=0.05), setup.requester)
+        assert approved.grant is not None
+        prompter.hold = True  # nobody types a password
+        timed_out = await broker.askpass(askpass(2, approved.grant), setup.requester)
+        with pytest.raises(m.MessageError) as again:
+            await broker.askpass(askpass(3, approved.grant), setup.requester)
+        result = broker.sudo_result(
+            m.SudoResultRequest(id=4, grant=approved.grant, exit_code=1, auth_failed=False)
+        )
+        return timed_out, again.value, result
+
+    timed_out, again, result = run(go)
+    assert timed_out.by is m.DecidedBy.TIMEOUT
+    # the countdown is what was left of the requester's 0.05 s
+    assert re.fullmatch(r"no password within 0\.0[0-9]* s", timed_out.reason)
+    assert again.error_code is m.ErrorCode.NO_GRANT
+    assert isinstance(result, m.DecisionReply)
+    assert result.reason == timed_out.reason  # the dispatcher learns why sudo failed
+
+
+def test_askpass_from_the_sandbox_is_refused_in_words_and_logged(
+    setup: Setup, caplog: pytest.LogCaptureFixture
+) -> None:
+    prompter = FakePrompter([Approval(True)])
+    broker = setup.broker(prompter)
+    inside = dataclasses.replace(
+        setup.requester, sandboxed=True, sandbox_reasons=("a", "it runs in another pid namespace")
+    )
+
+    async def go() -> m.MessageError:
+        approved = await broker.elevate(sudo_request(setup), setup.requester)
+        assert approved.grant is not None
+        with pytest.raises(m.MessageError) as refused:
+            await broker.askpass(askpass(2, approved.grant), inside)
+        return refused.value
+
+    with caplog.at_level(logging.WARNING, logger="registry_core.elevation.core"):
+        refused = run(go)
+    assert refused.message == (
+        "askpass refused: the requester is from inside the sandbox; "
+        "only the dispatcher outside the sandbox may run sudo"
+    )
+    assert [r.getMessage() for r in caplog.records] == [
+        f"refused askpass from pid {inside.pid} from inside the sandbox "
+        "(a; it runs in another pid namespace); its grant is withdrawn"
+    ]
