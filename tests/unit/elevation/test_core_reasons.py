@@ -153,3 +153,52 @@ def test_askpass_from_the_sandbox_is_refused_in_words_and_logged(
         f"refused askpass from pid {inside.pid} from inside the sandbox "
         "(a; it runs in another pid namespace); its grant is withdrawn"
     ]
+
+
+def test_paused_on_arrival_and_shutting_down_say_so(setup: Setup) -> None:
+    broker = setup.broker(FakePrompter([Approval(True)]))
+    broker.set_paused(True)
+    [paused] = decide(broker, setup, setup.request(rid=1))
+    broker.set_paused(False)
+    broker.begin_shutdown()
+    [closing] = decide(broker, setup, setup.request(rid=2))
+    assert (paused.by, paused.reason) == (m.DecidedBy.PAUSED, "requests are paused")
+    assert (closing.by, closing.reason) == (m.DecidedBy.SHUTDOWN, "the broker is shutting down")
+    assert [d.line() for d in setup.denials.recent()] == ["greet — paused: requests are paused"]
+
+
+@pytest.mark.parametrize("closing", [False, True])
+def test_a_request_whose_requester_leaves_is_recorded_as_such(setup: Setup, closing: bool) -> None:
+    prompter = FakePrompter(hold=True)
+    broker = setup.broker(prompter)
+
+    async def go() -> None:
+        task = asyncio.create_task(broker.elevate(setup.request(), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        broker.closing = closing  # as begin_shutdown sets it
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(go)
+    [record] = setup.audit()
+    expected = (
+        ("shutdown", "the broker is shutting down")
+        if closing
+        else ("client_gone", "the requester went away")
+    )
+    assert (record["by"], record["reason"]) == expected
+    assert prompter.decided == [(prompter.asked[0].id, False, expected[0])]
+
+
+def test_an_unknown_tool_is_named_in_the_error_and_the_denial(setup: Setup) -> None:
+    broker = setup.broker(FakePrompter())
+    with pytest.raises(m.MessageError) as unknown:
+        decide(broker, setup, setup.request("nope", argv=("/bin/true",)))
+    assert "nope" in unknown.value.message
+    [denial] = setup.denials.recent()
+    assert (denial.tool, denial.host, denial.reason) == ("nope", HOST, unknown.value.message)
+    with pytest.raises(m.MessageError) as hidden:
+        decide(broker, setup, setup.request("hidden", rid=7))
+    assert "hidden" in hidden.value.message
+    assert hidden.value.request_id == 7
