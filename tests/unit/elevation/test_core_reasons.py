@@ -10,6 +10,8 @@ import asyncio
 import dataclasses
 import logging
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -202,3 +204,57 @@ def test_an_unknown_tool_is_named_in_the_error_and_the_denial(setup: Setup) -> N
         decide(broker, setup, setup.request("hidden", rid=7))
     assert "hidden" in hidden.value.message
     assert hidden.value.request_id == 7
+
+
+def test_sudo_results_are_acknowledged_or_refused_by_what_the_gate_saw(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], ["wrong"])
+    broker = setup.broker(prompter)
+
+    def result(rid: int, grant: str, exit_code: int, auth_failed: bool) -> Any:
+        return broker.sudo_result(
+            m.SudoResultRequest(id=rid, grant=grant, exit_code=exit_code, auth_failed=auth_failed)
+        )
+
+    async def go() -> tuple[Any, Any, Any]:
+        approved = await broker.elevate(sudo_request(setup, 1), setup.requester)
+        assert approved.grant is not None
+        given = await broker.askpass(askpass(2, approved.grant), setup.requester)
+        assert isinstance(given, m.PasswordReply)
+        assert given.id == 2
+        # one wrong password, then sudo gave up: the tool never ran
+        refused = result(3, approved.grant, 1, True)
+        unknown = result(4, "grant-that-never-was", 1, False)
+        return given, refused, unknown
+
+    _given, refused, unknown = run(go)
+    assert isinstance(refused, m.DecisionReply)
+    assert (refused.id, refused.decision, refused.by, refused.reason) == (
+        3,
+        m.Decision.DENY,
+        m.DecidedBy.USER,
+        "wrong password, no attempts left",
+    )
+    assert isinstance(unknown, m.AckReply)
+    assert unknown.id == 4
+
+
+def test_askpass_from_a_child_of_the_requester_gets_the_password(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(True)], ["secret"])
+    broker = setup.broker(prompter)
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    try:
+        askpass_process = dataclasses.replace(setup.requester, pid=child.pid)
+
+        async def go() -> Any:
+            approved = await broker.elevate(sudo_request(setup), setup.requester)
+            assert approved.grant is not None
+            return await broker.askpass(askpass(5, approved.grant), askpass_process)
+
+        reply = run(go)
+    finally:
+        child.communicate(b"", timeout=10)
+    assert isinstance(reply, m.PasswordReply)
+    assert (reply.id, reply.password) == (5, "secret")
+    assert prompter.password_asks[0].id.endswith(".p1")
