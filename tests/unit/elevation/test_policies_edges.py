@@ -329,3 +329,11 @@ def test_a_reload_keeps_the_monotonic_deadline_of_an_allow(tmp_path: Path) -> No
     assert lookup(store) is not None
     mono.now += 61
     assert lookup(store) is None
+
+
+def test_a_lookup_of_an_unknown_kind_is_an_error_not_a_miss(tmp_path: Path) -> None:
+    store = PolicyStore(tmp_path / "policies.yaml", clock=FakeClock())
+    remember(store, Remember.ALWAYS)
+    assert lookup(store, kind="sandbox") is not None  # a plain string names a kind too
+    with pytest.raises(ValueError, match="bogus"):
+        lookup(store, kind="bogus")
