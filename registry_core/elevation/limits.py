@@ -64,9 +64,9 @@ class PeerBook:
     def admit(self, uid: int, pid: int) -> str | None:
         """Count a new connection, or say why it is refused (then nothing is counted)."""
         lim = self.limits
-        if self._conn_uid[uid] >= lim.connections_per_uid:
+        if self._conn_uid.get(uid, 0) >= lim.connections_per_uid:
             return f"too many connections for uid {uid} (limit {lim.connections_per_uid})"
-        if self._conn_pid[pid] >= lim.connections_per_process:
+        if self._conn_pid.get(pid, 0) >= lim.connections_per_process:
             return f"too many connections from pid {pid} (limit {lim.connections_per_process})"
         self._conn_uid[uid] += 1
         self._conn_pid[pid] += 1
@@ -80,12 +80,13 @@ class PeerBook:
         """Why one more request in flight on connection ``conn`` is refused, or
         ``None``; nothing is counted (a request answered at once never is)."""
         lim = self.limits
-        if self._req_conn[conn] >= lim.requests_per_connection:
+        # get(..., 0), not [...]: a Counter's missing key costs a __missing__ call.
+        if self._req_conn.get(conn, 0) >= lim.requests_per_connection:
             limit = lim.requests_per_connection
             return f"too many requests pending on this connection (limit {limit})"
-        if self._req_pid[pid] >= lim.requests_per_process:
+        if self._req_pid.get(pid, 0) >= lim.requests_per_process:
             return f"too many requests pending from pid {pid} (limit {lim.requests_per_process})"
-        if self._req_uid[uid] >= lim.requests_per_uid:
+        if self._req_uid.get(uid, 0) >= lim.requests_per_uid:
             return f"too many requests pending for uid {uid} (limit {lim.requests_per_uid})"
         return None
 
