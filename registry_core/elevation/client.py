@@ -29,8 +29,9 @@ from types import TracebackType
 from typing import Any
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.framing import reply_decoder
 from registry_core.elevation.identity import peer_credentials
-from registry_core.elevation.protocol import encode, reply_decoder
+from registry_core.elevation.protocol import encode
 from registry_core.errors import BrokerUnavailableError
 
 CONNECT_TIMEOUT = 5.0

@@ -65,7 +65,8 @@ __all__ = [
     "prepare_socket_dir",
     "socket_is_live",
 ]
-from registry_core.elevation.protocol import encode, request_decoder
+from registry_core.elevation.framing import request_decoder
+from registry_core.elevation.protocol import encode
 
 log = logging.getLogger(__name__)
 # Many clients may connect at once (an agent's parallel calls, 5,000 in bench/broker.py);

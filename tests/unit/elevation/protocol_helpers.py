@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from registry_core.elevation.framing import FrameDecoder, reply_decoder, request_decoder
 from registry_core.elevation.messages import Direction, MessageError
-from registry_core.elevation.protocol import FrameDecoder, reply_decoder, request_decoder
 
 
 def frame(obj: Any) -> bytes:

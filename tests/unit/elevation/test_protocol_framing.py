@@ -12,6 +12,7 @@ from protocol_helpers import decoder_for, frame
 from protocol_samples import ELEVATE, GRANT, REPLIES, REQUESTS
 
 from registry_core.elevation import protocol
+from registry_core.elevation.framing import FrameDecoder, reply_decoder, request_decoder
 from registry_core.elevation.messages import (
     MAX_FRAME,
     DecidedBy,
@@ -30,15 +31,7 @@ from registry_core.elevation.messages import (
     StatusReply,
     UnknownReply,
 )
-from registry_core.elevation.protocol import (
-    FrameDecoder,
-    encode,
-    load_frame,
-    parse_message,
-    parse_request,
-    reply_decoder,
-    request_decoder,
-)
+from registry_core.elevation.protocol import encode, load_frame, parse_message, parse_request
 
 # --- encode -------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from protocol_helpers import decoder_for, frame, outcome
 
+from registry_core.elevation.framing import FrameDecoder, request_decoder
 from registry_core.elevation.messages import (
     MAX_FRAME,
     MAX_SAFE_INT,
@@ -34,13 +35,7 @@ from registry_core.elevation.messages import (
     StatusRequest,
     SudoResultRequest,
 )
-from registry_core.elevation.protocol import (
-    FrameDecoder,
-    encode,
-    parse_message,
-    parse_request,
-    request_decoder,
-)
+from registry_core.elevation.protocol import encode, parse_message, parse_request
 
 FUZZ = settings(max_examples=200, deadline=None)
 

@@ -9,6 +9,7 @@ import pytest
 from protocol_helpers import decoder_for, frame
 from protocol_samples import ELEVATE, GRANT, REPLIES, REQUESTS, base, elevate_obj, rejected
 
+from registry_core.elevation.framing import reply_decoder, request_decoder
 from registry_core.elevation.messages import (
     AckReply,
     AskpassRequest,
@@ -28,13 +29,7 @@ from registry_core.elevation.messages import (
     SudoResultRequest,
     UnknownReply,
 )
-from registry_core.elevation.protocol import (
-    encode,
-    parse_reply,
-    parse_request,
-    reply_decoder,
-    request_decoder,
-)
+from registry_core.elevation.protocol import encode, parse_reply, parse_request
 from registry_core.errors import ElevationError, ProtocolError
 
 # --- round trips -------------------------------------------------------------------

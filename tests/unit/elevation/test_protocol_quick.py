@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from registry_core.elevation import messages as m
 from registry_core.elevation import protocol
+from registry_core.elevation.framing import request_decoder
 from registry_core.elevation.protocol import (
     _elevate_quick,
     _envelope,
@@ -30,7 +31,6 @@ from registry_core.elevation.protocol import (
     load_frame,
     parse_request,
     plain_frame,
-    request_decoder,
 )
 
 SETTINGS = settings(max_examples=400, deadline=None)
