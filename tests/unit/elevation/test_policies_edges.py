@@ -256,27 +256,6 @@ def test_a_directory_swapped_in_while_writing_is_a_clear_error(
     assert str(refused.value) == f"cannot write {path}: Not a directory"
 
 
-def test_a_write_by_a_program_ignoring_the_lock_is_reported_with_what_to_do(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "policies.yaml"
-    store = PolicyStore(path, clock=FakeClock())
-    remember(store, Remember.DENY_ALWAYS)
-    real_render = policies_module.render_document
-
-    def hand_edit(*args: Any) -> str:
-        path.write_text(path.read_text() + "# a hand edit\n")
-        return real_render(*args)
-
-    monkeypatch.setattr(policies_module, "render_document", hand_edit)
-    with pytest.raises(PolicyError) as refused:
-        store.revoke("greet")
-    assert str(refused.value) == (
-        f"not changing {path}: it changed while being read (another program wrote it "
-        "without taking its lock); nothing was written, try again"
-    )
-
-
 def test_the_file_just_written_is_not_read_back_by_the_next_lookup(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -32,8 +32,12 @@ def test_a_write_by_a_program_ignoring_the_lock_is_an_error(
         return real_render(*args)
 
     monkeypatch.setattr(policies_module, "render_document", render_while_someone_writes)
-    with pytest.raises(PolicyError, match="changed while being read"):
+    with pytest.raises(PolicyError) as refused:
         store.revoke("greet")
+    assert str(refused.value) == (
+        f"not changing {path}: it changed while being read (another program wrote it "
+        "without taking its lock); nothing was written, try again"
+    )
     assert "# a hand edit" in path.read_text()  # not overwritten
 
 
