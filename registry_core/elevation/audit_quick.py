@@ -87,24 +87,68 @@ def quick_line(
     """The audit line of a record without an agent action, or ``None`` when the
     general path must write it.  ``requester_json`` is the requester's encoded
     JSON (``AuditRequester.json_text``)."""
-    if not time >= 0:
-        return None
+    parts = quick_parts(
+        tool=tool,
+        kind=kind,
+        host=host,
+        remote=remote,
+        executable=executable,
+        sha256=sha256,
+        argv=argv,
+        args=args,
+        code=code,
+        decision=decision,
+        by=by,
+        remember=remember,
+        reason=reason,
+        claimed_host=claimed_host,
+        client=client,
+    )
+    return None if parts is None else assemble(time, request_id, parts, requester_json)
+
+
+LineParts = tuple[str, str]
+"""A quick line's text around the requester's JSON: from ``"tool"`` up to
+``"requester":``, and from ``"executable"`` to the end of the line."""
+
+
+def quick_parts(
+    *,
+    tool: str,
+    kind: Enum,
+    host: str,
+    remote: bool,
+    executable: str | None,
+    sha256: str | None,
+    argv: Sequence[str],
+    args: Mapping[str, Any] | None,
+    code: str | None,
+    decision: Enum,
+    by: Enum,
+    remember: Enum | None,
+    reason: str,
+    claimed_host: str | None,
+    client: str | None,
+) -> LineParts | None:
+    """What :func:`quick_line` writes between the request id and the requester, and
+    after the requester (the same for every repeat of one decision: the broker's
+    remembered decisions keep it, ``decision_memo.py``); ``None``: the general path."""
     try:
-        parts = [
-            '{"time":"',
-            iso_fast(time),
-            '","request_id":',
-            _value(request_id),
-            ',"tool":',
-            _string(tool),
-            ',"kind":',
-            _member(kind),
-            ',"host":',
-            _string(host),
-            ',"remote":',
-            "true" if remote is True else "false" if remote is False else ENCODER.encode(remote),
-            ',"requester":',
-            requester_json,
+        flag = "true" if remote is True else "false" if remote is False else ENCODER.encode(remote)
+        middle = "".join(
+            (
+                ',"tool":',
+                _string(tool),
+                ',"kind":',
+                _member(kind),
+                ',"host":',
+                _string(host),
+                ',"remote":',
+                flag,
+                ',"requester":',
+            )
+        )
+        tail = [
             ',"executable":',
             _value(executable),
             ',"sha256":',
@@ -125,11 +169,24 @@ def quick_line(
             _string(reason),
         ]
         if claimed_host:
-            parts += (',"claimed_host":', _value(claimed_host))
+            tail += (',"claimed_host":', _value(claimed_host))
         if client:
-            parts += (',"client":', _value(client))
+            tail += (',"client":', _value(client))
     except (TypeError, ValueError, RecursionError, AttributeError):
         return None  # an unexpected type, or args the encoder refuses: the general path
-    parts.append("}\n")
-    line = "".join(parts).encode()
+    tail.append("}\n")
+    return middle, "".join(tail)
+
+
+def assemble(time: float, request_id: Any, parts: LineParts, requester_json: str) -> bytes | None:
+    """The whole line from its :func:`quick_parts`; ``None`` (the general path) for a
+    time before the epoch, an id of an unexpected type or a line over :data:`MAX_LINE`."""
+    if not time >= 0:
+        return None
+    try:
+        head = _value(request_id)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    text = "".join(('{"time":"', iso_fast(time), '","request_id":', head, parts[0]))
+    line = (text + requester_json + parts[1]).encode()
     return line if len(line) <= MAX_LINE else None

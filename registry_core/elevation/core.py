@@ -30,10 +30,12 @@ from registry_core.elevation.action_flow import (
 )
 from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
-from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.audit import AuditLog, AuditRequester
+from registry_core.elevation.audit_quick import assemble, quick_parts
 from registry_core.elevation.confinement import SANDBOX_LABEL
+from registry_core.elevation.decision_memo import DecisionMemo, MemoKey, Repeatable, memo_key
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
-from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
+from registry_core.elevation.facts import REQUEST_CODE_TOOL, SHA256, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
     PASSWORD_ATTEMPTS_EXHAUSTED,
     PASSWORD_CANCELLED,
@@ -41,7 +43,7 @@ from registry_core.elevation.grants import (
     GrantRefused,
 )
 from registry_core.elevation.identity import Requester, parent_chain
-from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.policies import LookupStamp, PolicyStore
 from registry_core.elevation.prompter import (
     Approval,
     ApprovalRequest,
@@ -49,7 +51,7 @@ from registry_core.elevation.prompter import (
     Prompter,
     Remember,
 )
-from registry_core.elevation.recording import record_decision
+from registry_core.elevation.recording import record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
@@ -125,6 +127,7 @@ class Broker:
         self._queue = asyncio.Lock()
         self._ids = itertools.count(1)
         self._listeners: list[Callable[[], None]] = []
+        self._memo = DecisionMemo()
 
     # --- observers (the tray's menu and icon) ---------------------------------
 
@@ -141,11 +144,17 @@ class Broker:
 
     # --- elevate -------------------------------------------------------------
 
-    def _facts(self, req: m.ElevateRequest, requester: Requester) -> RequestFacts:
+    def _snapshot(self, req: m.ElevateRequest) -> Registry:
+        return self.registry() if self.registry_for is None else self.registry_for(req.tool)
+
+    def _facts(
+        self, req: m.ElevateRequest, requester: Requester, registry: Registry | None = None
+    ) -> RequestFacts:
         # A forwarded request runs a file deployed to the remote tools directory.
         remote_dir = requester.tools_dir if requester.remote and requester.tools_dir else None
         try:
-            registry = self.registry() if self.registry_for is None else self.registry_for(req.tool)
+            if registry is None:
+                registry = self._snapshot(req)
             return gather_facts(registry, req, remote_tools_dir=remote_dir)
         except ToolNotFoundError as exc:
             self._unattended(
@@ -256,10 +265,95 @@ class Broker:
         :meth:`elevate_asked`.  Raises MessageError for unknown or unusable tools.
 
         Synchronous: the server answers these without a task, so decisions that
-        need no person never wait behind each other or behind an open question."""
-        ar = self._approval_request(req, requester, self._facts(req, requester))
+        need no person never wait behind each other or behind an open question.
+        A decision a remembered policy made is repeated from memory while nothing
+        it rested on changed (``decision_memo.py``)."""
+        key = None if self.closing or self.paused else memo_key(req, requester)
+        if key is None:
+            facts = self._facts(req, requester)
+        else:
+            registry = self._snapshot(req)
+            repeated = self._repeat(key, registry, req, requester)
+            if repeated is not None:
+                return repeated
+            stamp = self.policies.lookup_stamp(req.tool, req.kind, self.config.host)
+            facts = self._facts(req, requester, registry)
+        ar = self._approval_request(req, requester, facts)
         reply = self._decide_now(ar, req.id)
-        return ar if reply is None else reply
+        if reply is None:
+            return ar
+        if key is not None and reply.by is m.DecidedBy.POLICY:
+            self._remember_decision(key, registry, stamp, ar, reply)
+        return reply
+
+    def _repeat(
+        self, key: MemoKey, registry: Registry, req: m.ElevateRequest, requester: Requester
+    ) -> m.DecisionReply | None:
+        """``req`` decided as the remembered decision of ``key``, if that still holds."""
+        entry = self._memo.get(key, registry)
+        if entry is None:
+            return None
+        if SHA256.sha256(entry.executable) != entry.sha256 or not self.policies.holds(entry.stamp):
+            self._memo.drop(key)
+            return None
+        requester_json = AuditRequester.from_requester(requester).json_text
+        line = assemble(time.time(), f"r{next(self._ids)}", entry.audit, requester_json)
+        if line is None:
+            return None  # the general path writes this one
+        write_line(self.audit, line)
+        if entry.decision is m.Decision.DENY:
+            self._unattended(entry.tool, entry.host, DeniedBy.POLICY, entry.reason)
+        return m.DecisionReply(
+            id=req.id,
+            decision=entry.decision,
+            reason=entry.reason,
+            by=m.DecidedBy.POLICY,
+            remember=entry.remember,
+        )
+
+    def _remember_decision(
+        self,
+        key: MemoKey,
+        registry: Registry,
+        stamp: LookupStamp,
+        ar: ApprovalRequest,
+        reply: m.DecisionReply,
+    ) -> None:
+        if ar.executable is None or ar.sha256 is None or reply.grant is not None:
+            return
+        remember = None if reply.remember is None else Remember(reply.remember)
+        parts = quick_parts(
+            tool=ar.tool,
+            kind=ar.kind,
+            host=ar.host,
+            remote=ar.remote,
+            executable=ar.executable,
+            sha256=ar.sha256,
+            argv=ar.argv,
+            args=ar.args,
+            code=ar.code,
+            decision=reply.decision,
+            by=reply.by,
+            remember=remember,
+            reason=reply.reason,
+            claimed_host=ar.claimed_host,
+            client=ar.client,
+        )
+        if parts is None:
+            return
+        entry = Repeatable(
+            snapshot=registry,
+            executable=ar.executable,
+            sha256=ar.sha256,
+            stamp=stamp,
+            tool=ar.tool,
+            host=ar.host,
+            decision=reply.decision,
+            reason=reply.reason,
+            remember=reply.remember,
+            audit=parts,
+        )
+        self._memo.put(key, entry)
 
     async def elevate_asked(
         self,

@@ -64,6 +64,11 @@ def record_decision(
         )
     if line is None:
         line = audit_record(ar, decision, by, remember, reason, now).to_line()
+    write_line(audit, line)
+
+
+def write_line(audit: AuditLog, line: bytes) -> None:
+    """Append one decision's line; an unwritable audit file is logged, never fatal."""
     try:
         audit.append_line(line)
     except AuditError as exc:

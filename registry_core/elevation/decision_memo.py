@@ -1,0 +1,123 @@
+"""Remembered-policy decisions repeated without being made again (issue 19).
+
+An agent asks for the same escape over and over: the same tool, argv,
+working directory and arguments, decided each time by the same remembered
+policy.  Making that decision (the registry's facts, the policy lookup, the
+audit line's text) costs several times what the socket costs, so the broker
+keeps, per request content, what the last decision was and the conditions
+under which making it again must give the same answer:
+
+* the same registry snapshot (``LiveRegistry`` hands out a new object on any
+  change of a tools directory): the tool, its variant, its executable and
+  every mismatch between the request and what the registry would run;
+* the same sha256 of that executable, asked of the broker's hash cache
+  (a ``stat`` while the file is provably unchanged, else a fresh hash);
+* the policy store's :class:`~registry_core.elevation.policies.LookupStamp`:
+  no policy added, changed or revoked (in memory or in ``policies.yaml``, read
+  afresh as every lookup does), and none of the key's policies expired on the
+  wall or the monotonic clock.
+
+Only requests whose decision depends on nothing else are kept: ``sandbox``
+escapes (a ``sudo`` allow issues a fresh grant each time) without free-form
+``code``, from a local requester (a forwarded one's facts depend on its host),
+decided ``by: policy``.  Pausing and shutting down are checked before the
+memo, every time.  A repeat still does everything a person or an auditor
+sees: a fresh broker request id, its own audit line (with this
+connection's requester), its denial in the desktop's list, its own reply.
+
+The key is the request's content in exact JSON text (the id aside), plus
+whether the requester is sandboxed; entries live only for the registry
+snapshot they were made with, and at most :data:`MAX_ENTRIES` are kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.audit_quick import LineParts
+from registry_core.elevation.identity import Requester
+from registry_core.elevation.policies import LookupStamp
+
+MAX_ENTRIES = 512
+
+# The key's text of ``args``: exact (no float or key-order folding: two texts that
+# differ are two entries, never one entry for two contents).
+_KEY_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+MemoKey = tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Repeatable:
+    """One remembered-policy decision and what it rested on."""
+
+    snapshot: object
+    """The registry snapshot the facts came from (compared by identity)."""
+    executable: str
+    sha256: str
+    stamp: LookupStamp
+    tool: str
+    host: str
+    decision: m.Decision
+    reason: str
+    remember: str | None
+    audit: LineParts
+    """The audit line around its time, request id and requester (``audit_quick``)."""
+
+
+def memo_key(req: m.ElevateRequest, requester: Requester) -> MemoKey | None:
+    """The key of ``req``'s decision, or ``None`` when it is never repeated from memory."""
+    if req.kind is not m.Kind.SANDBOX or req.code is not None or requester.remote:
+        return None
+    try:
+        args = _KEY_ENCODER.encode(req.args)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return (
+        req.tool,
+        req.argv,
+        req.cwd,
+        req.host,
+        req.client,
+        req.timeout,
+        args,
+        requester.sandboxed,
+    )
+
+
+class DecisionMemo:
+    """The repeatable decisions of one broker, for one registry snapshot at a time."""
+
+    def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
+        self.max_entries = max_entries
+        self._snapshot: object | None = None
+        self._entries: dict[MemoKey, Repeatable] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: MemoKey, snapshot: object) -> Repeatable | None:
+        """The entry for ``key`` made with ``snapshot``; a newer snapshot empties the memo
+        (no old snapshot is kept alive for it)."""
+        if snapshot is not self._snapshot:
+            self.clear()
+            return None
+        return self._entries.get(key)
+
+    def put(self, key: MemoKey, entry: Repeatable) -> None:
+        if entry.snapshot is not self._snapshot:
+            self.clear()
+            self._snapshot = entry.snapshot
+        elif len(self._entries) >= self.max_entries and key not in self._entries:
+            self._entries.clear()
+        self._entries[key] = entry
+
+    def drop(self, key: MemoKey) -> None:
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._snapshot = None
