@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from pathlib import Path
@@ -34,3 +35,90 @@ class LineClient:
     def close(self) -> None:
         self.reader.close()
         self.sock.close()
+
+
+class OneReply(asyncio.Protocol):
+    """A client that sends one frame and keeps the first reply that is not a
+    progress notice (``b""`` when the connection ends first).
+
+    The bench's 5,000 concurrent clients share one process, which stands for
+    5,000 agents' processes: this is the least a client can do per connection
+    (no stream reader or writer objects), so that process measures the broker
+    rather than itself."""
+
+    def __init__(self, frame: bytes) -> None:
+        self.frame = frame
+        self.reply: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.buffer = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        transport.write(self.frame)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            if b'"op":"progress"' in line:
+                continue
+            if not self.reply.done():
+                self.reply.set_result(line)
+            self.transport.close()
+            return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.reply.done():
+            self.reply.set_result(b"")
+
+
+async def connect_blocking_style(path: Path) -> socket.socket:
+    """A connected socket, connecting as a blocking client does: while the listen
+    backlog is full (EAGAIN), wait and try again.  (asyncio's own connect takes
+    EAGAIN on a Unix socket for "in progress" and hands back a socket that never
+    connected: ENOTCONN.)"""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        while True:
+            try:
+                sock.connect(str(path))
+                return sock
+            except BlockingIOError:
+                await asyncio.sleep(0.001)
+    except BaseException:
+        sock.close()
+        raise
+
+
+async def one_request(path: Path, frame: bytes) -> bytes:
+    """Connect to ``path``, send ``frame``, return the reply line (``b""``: none)."""
+    sock = await connect_blocking_style(path)
+    loop = asyncio.get_running_loop()
+    try:
+        _transport, client = await loop.create_unix_connection(lambda: OneReply(frame), sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+    return await client.reply
+
+
+class BareDecider(asyncio.Protocol):
+    """The least a server can do for the concurrent clients: read each frame, answer
+    its id with the decision they expect, no identity, registry, policy or audit.
+    The same clients against it show the bench's own floor (informative)."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            request = json.loads(line)
+            decision = "allow" if request.get("tool") == "allowed" else "deny"
+            reply = {"v": 1, "id": request.get("id"), "op": "decision", "decision": decision}
+            reply.update(by="policy", reason="bare")
+            self.transport.write(json.dumps(reply).encode() + b"\n")

@@ -16,7 +16,11 @@ flight), in interleaved rounds so drift hits both alike: p50 and p99 over
 Then ``--clients`` (5,000) concurrent asyncio connections each send one ``elevate``
 (half for a policy-allowed tool, half for a policy-denied one) and check that
 the reply carries their own id and the right decision: wall time and
-correctness (target: all correct).  These clients, and those of the
+correctness (target: all correct).  Each is a lean protocol client (one process
+stands for 5,000 agents' processes, and stream objects made it measure itself);
+the same clients against a bare server that answers each frame at once (no
+identity, registry, policy or audit) show the bench's own floor in the same
+run (informative).  These clients, and those of the
 throughput rounds (broker and echo alike), run in a forked child process, so
 they do not share the interpreter lock with the servers they measure; they
 connect as a blocking client does, waiting while the listen backlog is full.
@@ -57,7 +61,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -86,7 +89,7 @@ from registry_core.registry.live import LiveRegistry  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
 from _broker_flood import FLOOD_TARGET, HeldPrompter, measure_flood  # noqa: E402
-from _broker_wire import LineClient, elevate_frame  # noqa: E402
+from _broker_wire import BareDecider, LineClient, elevate_frame, one_request  # noqa: E402
 from registry_load import generate  # noqa: E402
 
 T = TypeVar("T")
@@ -200,49 +203,20 @@ def measure_latency(
     return result
 
 
-async def _connect(path: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Connect as a blocking client does: while the listen backlog is full (EAGAIN),
-    wait and try again.  (asyncio's own connect takes EAGAIN on a Unix socket for
-    "in progress" and hands back a socket that never connected: ENOTCONN.)"""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.setblocking(False)
-    try:
-        while True:
-            try:
-                sock.connect(str(path))
-                break
-            except BlockingIOError:
-                await asyncio.sleep(0.001)
-        return await asyncio.open_unix_connection(sock=sock)
-    except BaseException:
-        sock.close()
-        raise
-
-
 async def _one_client(path: Path, index: int, tools: Path, took: list[float]) -> bool:
     tool = "allowed" if index % 2 == 0 else "denied"
     started = time.perf_counter()
-    reader, writer = await _connect(path)
-    try:
-        writer.write(elevate_frame(f"c{index}", tool, tools / tool))
-        await writer.drain()
-        while True:
-            line = await reader.readline()
-            if not line:
-                return False
-            reply = json.loads(line)
-            if reply.get("op") == "progress":
-                continue
-            expected = "allow" if tool == "allowed" else "deny"
-            took.append(time.perf_counter() - started)
-            return bool(
-                reply.get("id") == f"c{index}"
-                and reply.get("decision") == expected
-                and reply.get("by") == "policy"
-            )
-    finally:
-        writer.close()
-        await writer.wait_closed()
+    line = await one_request(path, elevate_frame(f"c{index}", tool, tools / tool))
+    if not line:
+        return False
+    reply = json.loads(line)
+    took.append(time.perf_counter() - started)
+    expected = "allow" if tool == "allowed" else "deny"
+    return bool(
+        reply.get("id") == f"c{index}"
+        and reply.get("decision") == expected
+        and reply.get("by") == "policy"
+    )
 
 
 def measure_concurrency(path: Path, tools: Path, clients: int) -> dict[str, Any]:
@@ -416,6 +390,15 @@ def main() -> int:
             broker_path, echo_path, tools / "allowed", args.requests, args.warmup
         )
         concurrency = measure_concurrency(broker_path, tools, args.clients)
+        floor_path = base / "floor.sock"
+
+        async def start_floor() -> asyncio.AbstractServer:
+            loop = asyncio.get_running_loop()
+            return await loop.create_unix_server(BareDecider, str(floor_path), backlog=100)
+
+        floor_server = thread.run(start_floor())
+        concurrency["floor"] = measure_concurrency(floor_path, tools, args.clients)
+        floor_server.close()
         throughput = measure_throughput(
             broker_path, echo_path, tools / "allowed", args.streams, max(1, args.requests // 4)
         )
@@ -479,6 +462,12 @@ def main() -> int:
     )
     for error in c["errors"]:
         print(f"  error: {error}")
+    bare = c["floor"]
+    print(
+        f"  the same clients against a bare server answering each frame at once (no identity, "
+        f"registry, policy or audit): {bare['correct']}/{bare['clients']} correct, "
+        f"p50 {bare['p50_ms']:.0f} ms p99 {bare['p99_ms']:.0f} ms (informative: the floor)"
+    )
     f = flood
     print(
         f"legitimate client under flood ({f['idle']} idle connections and a "
