@@ -31,7 +31,7 @@ from registry_core.elevation.action_flow import (
 from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog, AuditRequester
-from registry_core.elevation.audit_quick import assemble, quick_parts
+from registry_core.elevation.audit_quick import assemble
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.decision_memo import DecisionMemo, MemoKey, Repeatable, memo_key
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
@@ -51,7 +51,7 @@ from registry_core.elevation.prompter import (
     Prompter,
     Remember,
 )
-from registry_core.elevation.recording import record_decision, write_line
+from registry_core.elevation.recording import line_parts, record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
@@ -322,23 +322,7 @@ class Broker:
         if ar.executable is None or ar.sha256 is None or reply.grant is not None:
             return
         remember = None if reply.remember is None else Remember(reply.remember)
-        parts = quick_parts(
-            tool=ar.tool,
-            kind=ar.kind,
-            host=ar.host,
-            remote=ar.remote,
-            executable=ar.executable,
-            sha256=ar.sha256,
-            argv=ar.argv,
-            args=ar.args,
-            code=ar.code,
-            decision=reply.decision,
-            by=reply.by,
-            remember=remember,
-            reason=reply.reason,
-            claimed_host=ar.claimed_host,
-            client=ar.client,
-        )
+        parts = line_parts(ar, reply.decision, reply.by, remember, reply.reason)
         if parts is None:
             return
         entry = Repeatable(

@@ -8,7 +8,7 @@ from typing import Any
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditError, AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.audit_quick import quick_line
+from registry_core.elevation.audit_quick import LineParts, assemble, quick_parts
 from registry_core.elevation.prompter import ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
@@ -41,30 +41,44 @@ def record_decision(
     the same bytes: ``audit_quick.py``); anything else goes through the record."""
     now = _now()
     line = None
-    if ar.action is None:
-        line = quick_line(
-            time=now,
-            request_id=ar.id,
-            tool=ar.tool,
-            kind=ar.kind,
-            host=ar.host,
-            remote=ar.remote,
-            requester_json=AuditRequester.from_requester(ar.requester).json_text,
-            executable=ar.executable,
-            sha256=ar.sha256,
-            argv=ar.argv,
-            args=ar.args,
-            code=ar.code,
-            decision=decision,
-            by=by,
-            remember=remember,
-            reason=reason,
-            claimed_host=ar.claimed_host,
-            client=ar.client,
-        )
+    parts = line_parts(ar, decision, by, remember, reason)
+    if parts is not None:
+        requester_json = AuditRequester.from_requester(ar.requester).json_text
+        line = assemble(now, ar.id, parts, requester_json)
     if line is None:
         line = audit_record(ar, decision, by, remember, reason, now).to_line()
     write_line(audit, line)
+
+
+def line_parts(
+    ar: ApprovalRequest,
+    decision: m.Decision,
+    by: m.DecidedBy,
+    remember: Remember | None,
+    reason: str,
+) -> LineParts | None:
+    """The common record's line around its time, request id and requester
+    (``audit_quick.quick_parts``); ``None`` for an agent's action or anything
+    the general path must write."""
+    if ar.action is not None:
+        return None
+    return quick_parts(
+        tool=ar.tool,
+        kind=ar.kind,
+        host=ar.host,
+        remote=ar.remote,
+        executable=ar.executable,
+        sha256=ar.sha256,
+        argv=ar.argv,
+        args=ar.args,
+        code=ar.code,
+        decision=decision,
+        by=by,
+        remember=remember,
+        reason=reason,
+        claimed_host=ar.claimed_host,
+        client=ar.client,
+    )
 
 
 def write_line(audit: AuditLog, line: bytes) -> None:

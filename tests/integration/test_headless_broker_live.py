@@ -38,11 +38,8 @@ def _until(sock: Path, tool: str, argv: list[str], wanted: str) -> dict[str, obj
         time.sleep(0.02)
 
 
-def test_ollie_broker_follows_tool_changes(tmp_path: Path) -> None:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    sock = tmp_path / "run" / "ollie" / "elevate.sock"
-    env = {
+def _environment(tmp_path: Path, tools: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "OLLIE_TOOLS_PATH": str(tools),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
@@ -50,13 +47,34 @@ def test_ollie_broker_follows_tool_changes(tmp_path: Path) -> None:
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "XDG_RUNTIME_DIR": str(tmp_path / "run"),
     }
+
+
+def _start_broker(env: dict[str, str], sock: Path) -> subprocess.Popen[bytes]:
+    """The real headless ``ollie-broker`` (nobody to ask), once it listens."""
     program = Path(sys.executable).parent / "ollie-broker"
     argv = [str(program), "--front-end", "none", "--socket", str(sock)]
     proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    line = proc.stderr.readline().decode()
+    if "listening on" not in line:
+        _stop(proc)
+        raise AssertionError(f"ollie-broker did not start: {line}")
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    stop_process(proc)
+    if proc.stderr is not None:
+        proc.stderr.close()
+
+
+def test_ollie_broker_follows_tool_changes(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    sock = tmp_path / "run" / "ollie" / "elevate.sock"
+    env = _environment(tmp_path, tools)
+    proc = _start_broker(env, sock)
     try:
-        assert proc.stderr is not None
-        line = proc.stderr.readline().decode()
-        assert "listening on" in line, line
         exe = tools / "late"
         reply = _decide(sock, "late", [str(exe)])
         assert reply["op"] == "error" and reply["code"] == "unknown_tool", reply
@@ -77,7 +95,7 @@ def test_ollie_broker_follows_tool_changes(tmp_path: Path) -> None:
         reply = _until(sock, "late", [str(exe)], "unknown_tool")
         assert reply["op"] == "error" and reply["code"] == "unknown_tool", reply
     finally:
-        stop_process(proc)
+        _stop(proc)
         proc.stderr and proc.stderr.close()
 
 
@@ -100,18 +118,9 @@ def test_ollie_broker_repeats_a_remembered_allow_only_while_it_holds(tmp_path: P
     exe.chmod(0o755)
     (tools / "greet.meta").write_text(json.dumps({"description": "Say hello."}))
     sock = tmp_path / "run" / "ollie" / "elevate.sock"
-    env = {
-        **os.environ,
-        "OLLIE_TOOLS_PATH": str(tools),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_STATE_HOME": str(tmp_path / "state"),
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
-    }
+    env = _environment(tmp_path, tools)
     _cli(env, "allow", "greet", "--for", "always")
-    program = Path(sys.executable).parent / "ollie-broker"
-    argv = [str(program), "--front-end", "none", "--socket", str(sock)]
-    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = _start_broker(env, sock)
 
     def by(reply: dict[str, object]) -> tuple[object, object]:
         if reply.get("by") != "policy":  # the none front-end's own denial
@@ -120,8 +129,6 @@ def test_ollie_broker_repeats_a_remembered_allow_only_while_it_holds(tmp_path: P
         return reply.get("decision"), reply.get("by")
 
     try:
-        assert proc.stderr is not None
-        assert "listening on" in proc.stderr.readline().decode()
         with RawClient(sock, timeout=DEADLINE) as client:
             replies = [client.request(elevate_message(i, "greet", [str(exe)])) for i in range(5)]
         assert [by(r) for r in replies] == [("allow", "policy")] * 5
@@ -141,9 +148,7 @@ def test_ollie_broker_repeats_a_remembered_allow_only_while_it_holds(tmp_path: P
         assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "policy")
         assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "policy")
     finally:
-        stop_process(proc)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        _stop(proc)
     audit = tmp_path / "state" / "ollie" / "audit.jsonl"
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [
