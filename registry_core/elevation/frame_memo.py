@@ -49,7 +49,7 @@ def split_id(line: bytes) -> tuple[m.RequestId, bytes] | None:
         if string is None:
             return None
         try:
-            value = string.group(1).decode("utf-8")
+            value = string.group(1).decode("utf-8")  # pragma: no mutate (codec name case)
         except UnicodeDecodeError:
             return None
         end = string.end()

@@ -429,3 +429,15 @@ def test_a_deny_kept_for_the_session_when_the_file_is_locked_applies_at_once(
     assert any("kept for this session only" in p for p in store.problems)
     [reply] = decide(broker, setup, setup.request(rid=3))
     assert (reply.decision, reply.remember) == (m.Decision.DENY, "deny_always")
+
+
+def test_an_entry_whose_facts_changed_is_dropped() -> None:
+    memo = DecisionMemo()
+    snapshot = object()
+    memo.put(("k",), entry(snapshot))
+    memo.put(("j",), entry(snapshot))
+    memo.drop(("k",))
+    memo.drop(("absent",))  # nothing to drop: no error
+    assert memo.get(("k",), snapshot) is None
+    assert memo.get(("j",), snapshot) is not None
+    assert len(memo) == 1

@@ -173,3 +173,56 @@ def test_property_any_json_id_gives_the_parsers_outcome(value: int | str, ascii_
     memo = learned()
     frame = line(json.dumps(value, ensure_ascii=ascii_only).encode(), FIELDS)
     assert through(memo, frame) == parsed(frame)
+
+
+class CountingDecoder:
+    """A broker's decoder whose parser counts the frames it had to parse."""
+
+    def __init__(self, memo: FrameMemo) -> None:
+        self.parsed = 0
+        self.decoder = request_decoder(memo=memo)
+
+        def counting(obj: Any, *, tree_checked: bool = False) -> m.Request:
+            self.parsed += 1
+            return parse_request(obj, tree_checked=tree_checked)
+
+        self.decoder._parse = counting  # type: ignore[attr-defined]
+
+    def feed(self, frame: bytes) -> list[Any]:
+        return self.decoder.feed(frame + b"\n")
+
+
+def test_a_repeat_is_not_parsed_again() -> None:
+    decoder = CountingDecoder(FrameMemo())
+    decoder.feed(line(b"1", FIELDS))
+    assert decoder.parsed == 1
+    for token in (b"2", b'"x"', b"3"):
+        [request] = decoder.feed(line(token, FIELDS))
+        assert isinstance(request, m.ElevateRequest)
+    assert decoder.parsed == 1
+    decoder.feed(line(b"4", {**FIELDS, "cwd": "/other"}))  # new content: parsed
+    assert decoder.parsed == 2
+
+
+def test_every_frame_up_to_the_limit_is_remembered_side_by_side() -> None:
+    decoder = CountingDecoder(FrameMemo(max_entries=4))
+    contents = [{**FIELDS, "cwd": f"/d{i}"} for i in range(4)]
+    for fields in contents:
+        decoder.feed(line(b"1", fields))
+    for fields in contents:
+        decoder.feed(line(b"2", fields))
+    assert decoder.parsed == 4
+
+
+def test_frames_of_exactly_the_remembered_size_are_remembered() -> None:
+    short = len(line(b"1", {**FIELDS, "cwd": "/"}))
+    fields = {**FIELDS, "cwd": "/" + "x" * (MAX_REMEMBERED - short)}
+    assert len(line(b"1", fields)) == MAX_REMEMBERED
+    decoder = CountingDecoder(FrameMemo())
+    decoder.feed(line(b"1", fields))
+    decoder.feed(line(b"2", fields))
+    assert decoder.parsed == 1
+    longer = line(b"12", fields)  # one byte over: parsed every time
+    decoder.feed(longer)
+    decoder.feed(longer)
+    assert decoder.parsed == 3
