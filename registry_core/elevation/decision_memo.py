@@ -25,8 +25,9 @@ memo, every time.  A repeat still does everything a person or an auditor
 sees: a fresh broker request id, its own audit line (with this
 connection's requester), its denial in the desktop's list, its own reply.
 
-The key is the request's content in exact JSON text (the id aside), plus
-whether the requester is sandboxed; entries live only for the registry
+The key is the request's content in exact JSON text (the id aside: the bytes
+of its frame after the id when the frame memo read it, ``frame_memo.py``),
+plus whether the requester is sandboxed; entries live only for the registry
 snapshot they were made with, and at most :data:`MAX_ENTRIES` are kept.
 """
 
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit_quick import LineParts
+from registry_core.elevation.frame_memo import FRAME_REST
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp
 
@@ -72,6 +74,9 @@ def memo_key(req: m.ElevateRequest, requester: Requester) -> MemoKey | None:
     """The key of ``req``'s decision, or ``None`` when it is never repeated from memory."""
     if req.kind is not m.Kind.SANDBOX or req.code is not None or requester.remote:
         return None
+    rest = req.__dict__.get(FRAME_REST)
+    if type(rest) is bytes:  # the frame's own bytes after the id: its exact content
+        return (rest, requester.sandboxed)
     try:
         args = _KEY_ENCODER.encode(req.args)
     except (TypeError, ValueError, RecursionError):

@@ -31,6 +31,10 @@ from registry_core.elevation import messages as m
 
 MAX_ENTRIES = 512
 MAX_REMEMBERED = 4096
+FRAME_REST = "_frame_rest"
+"""The key under which a request made or learned here keeps its frame's bytes after
+the id (in its ``__dict__``, beside the fields: not a field, so not compared): its
+whole content as the client wrote it, which the broker's decision memo uses as key."""
 
 _HEAD = b'{"v":%d,"id":' % m.PROTOCOL_VERSION
 _INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]{0,17})")
@@ -102,4 +106,5 @@ class FrameMemo:
             return  # not the id the parser saw: never remembered
         if len(self._known) >= self.max_entries and rest not in self._known:
             self._known.clear()
+        request.__dict__[FRAME_REST] = rest
         self._known[rest] = request

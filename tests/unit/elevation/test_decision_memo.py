@@ -28,6 +28,8 @@ from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.decision_memo import DecisionMemo, Repeatable, memo_key
 from registry_core.elevation.denials import DeniedBy
 from registry_core.elevation.facts import RequestFacts
+from registry_core.elevation.frame_memo import FrameMemo
+from registry_core.elevation.framing import request_decoder
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp, PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
@@ -441,3 +443,23 @@ def test_an_entry_whose_facts_changed_is_dropped() -> None:
     assert memo.get(("k",), snapshot) is None
     assert memo.get(("j",), snapshot) is not None
     assert len(memo) == 1
+
+
+def test_a_request_read_by_the_frame_memo_is_keyed_by_its_frames_content() -> None:
+    memo = FrameMemo()
+    decoder = request_decoder(memo=memo)
+
+    def read(rid: str, cwd: str = "/") -> m.ElevateRequest:
+        frame = {"v": 1, "id": rid, "op": "elevate", "tool": "t", "kind": "sandbox"}
+        frame.update(argv=["/t"], args={"a": [1, 2.5]}, cwd=cwd)
+        [req] = decoder.feed(json.dumps(frame, separators=(",", ":")).encode() + b"\n")
+        assert isinstance(req, m.ElevateRequest)
+        return req
+
+    first, again, elsewhere = read("a"), read("b"), read("c", cwd="/tmp")
+    assert memo_key(first, requester()) == memo_key(again, requester())
+    assert memo_key(first, requester()) != memo_key(elsewhere, requester())
+    assert memo_key(first, requester()) != memo_key(first, requester(sandboxed=True))
+    assert memo_key(first, requester(remote=True)) is None
+    # The frame's bytes ride beside the fields, never in comparisons.
+    assert again == dataclasses.replace(first, id="b")
