@@ -218,3 +218,11 @@ def test_a_yaml_error_names_the_line_column_and_problem() -> None:
     assert refusal("a: 1\n\tb: 2\n") == (
         "invalid YAML: line 2, column 1: found character '\\t' that cannot start any token"
     )
+
+
+def test_a_yaml_error_without_a_position_is_reported_whole() -> None:
+    # The reader refuses control characters with an error that has no mark or problem.
+    assert refusal("env: [A\x07]\n") == (
+        "invalid YAML: unacceptable character #x0007: special characters are not allowed\n"
+        '  in "<unicode string>", position 7'
+    )
