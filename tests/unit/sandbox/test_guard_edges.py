@@ -69,3 +69,12 @@ def test_the_in_process_brokers_socket_directory_is_guarded_exactly(tmp_path: Pa
     with pytest.raises(BrokerSocketExposedError) as configured:
         guard_broker_socket(rules(PathRule(str(tmp_path / "configured"), Access.RW, "o")), env)
     assert configured.value.socket == str(tmp_path / "configured" / "b.sock")
+
+
+@pytest.mark.parametrize("sibling", ["runX", "run/ollieX", "ru", "run/olli"])
+def test_a_writable_sibling_whose_name_only_starts_alike_passes(
+    tmp_path: Path, sibling: str
+) -> None:
+    socket = tmp_path / "run" / "ollie" / "elevate.sock"
+    rule = PathRule(str(tmp_path / sibling), Access.RW, "filesystem.rw")
+    assert exposing_rule(rules(rule), socket) is None
