@@ -98,7 +98,7 @@ class DecisionMemo:
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self.max_entries = max_entries
-        self._snapshot: object | None = None
+        self._snapshot: object | None = None  # pragma: no mutate (any non-snapshot sentinel)
         self._entries: dict[MemoKey, Repeatable] = {}
 
     def __len__(self) -> int:
@@ -125,4 +125,4 @@ class DecisionMemo:
 
     def clear(self) -> None:
         self._entries.clear()
-        self._snapshot = None
+        self._snapshot = None  # pragma: no mutate (any non-snapshot sentinel)
