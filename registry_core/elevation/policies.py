@@ -494,7 +494,7 @@ class PolicyStore:
         if not self._loaded or policies != self._file:
             # Lookups may answer otherwise now.  Every write transaction reloads the
             # file first (``_loaded`` is cleared), so its session changes count too.
-            self._generation += 1
+            self._generation += 1  # pragma: no mutate (any change of the count)
         self._file, self._rejected, self._extra = policies, rejected, extra
         self._by_key = {}
         for policy in policies:

@@ -28,7 +28,7 @@ from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.decision_memo import DecisionMemo, Repeatable, memo_key
 from registry_core.elevation.denials import DeniedBy
 from registry_core.elevation.facts import RequestFacts
-from registry_core.elevation.frame_memo import FrameMemo
+from registry_core.elevation.frame_memo import FRAME_REST, FrameMemo
 from registry_core.elevation.framing import request_decoder
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp, PolicyStore, file_sha256
@@ -175,12 +175,15 @@ def test_an_allow_turned_into_a_deny_in_the_file_is_applied_at_once(setup: Setup
     assert (reply.decision, reply.remember) == (m.Decision.DENY, "deny_always")
 
 
-def test_a_session_policy_revoked_ends_the_repeats(setup: Setup) -> None:
+def test_a_session_policy_revoked_ends_the_repeats(setup: Setup, gathered: list[str]) -> None:
     setup.remember("greet", Remember.SESSION)
     prompter = FakePrompter([Approval(False)])
     broker, _ = live_broker(setup, prompter)
-    decide(broker, setup, setup.request(rid=1), setup.request(rid=2))
+    decide(broker, setup, *(setup.request(rid=i) for i in (1, 2, 3)))
     assert prompter.asked == []
+    # Without a policies.yaml every lookup finds the file missing: no change, so the
+    # second and third requests are repeats.
+    assert gathered == ["greet"]
     assert setup.policies.revoke("greet") == 1
     [reply] = decide(broker, setup, setup.request(rid=3))
     assert reply.by is m.DecidedBy.USER
@@ -396,6 +399,7 @@ def test_a_lookup_stamp_holds_until_the_store_changes(setup: Setup) -> None:
     store: Callable[[], PolicyStore] = lambda: setup.policies  # noqa: E731
     setup.remember("greet", Remember.ALWAYS)
     stamp = store().lookup_stamp("greet", m.Kind.SANDBOX, HOST)
+    assert store().lookup_stamp("greet", "sandbox", HOST) == stamp
     assert store().holds(stamp)
     setup.remember("other", Remember.ALWAYS)  # any change of the policies counts
     assert not store().holds(stamp)
@@ -457,6 +461,8 @@ def test_a_request_read_by_the_frame_memo_is_keyed_by_its_frames_content() -> No
         return req
 
     first, again, elsewhere = read("a"), read("b"), read("c", cwd="/tmp")
+    # Keyed by the frame's own bytes after the id (no re-encoding per request).
+    assert memo_key(first, requester()) == (first.__dict__[FRAME_REST], False)
     assert memo_key(first, requester()) == memo_key(again, requester())
     assert memo_key(first, requester()) != memo_key(elsewhere, requester())
     assert memo_key(first, requester()) != memo_key(first, requester(sandboxed=True))

@@ -7,10 +7,13 @@ general encoding of the record the same decision makes (``audit_record``).
 
 from __future__ import annotations
 
+import json
+import logging
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -101,3 +104,60 @@ def test_the_recorded_line_is_the_records_general_line(case: dict[str, Any]) -> 
     finally:
         recording._now = clock
     assert written == expected
+
+
+def test_an_agents_action_is_recorded_with_its_action(tmp_path: Path) -> None:
+    requester = Requester(pid=7, uid=1000, gid=1000, exe="/usr/bin/agent")
+    details = ActionDetails(
+        agent="claude",
+        tool="Bash",
+        summary="rm -rf build",
+        detail=None,
+        display=None,
+        command="rm -rf build",
+        path=None,
+        pattern_kind=PatternKind.PROGRAM,
+        pattern="rm",
+        session="s-1",
+    )
+    ar = ApprovalRequest(
+        id="r9",
+        tool="Bash",
+        kind=Kind.SANDBOX,
+        description="rm -rf build",
+        variant=None,
+        executable=None,
+        sha256=None,
+        argv=(),
+        args={"command": "rm -rf build"},
+        cwd="/home/a",
+        requester=requester,
+        host="laptop",
+        timeout=60.0,
+        client="claude",
+        action=details,
+    )
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    recording.record_decision(audit, ar, Decision.DENY, DecidedBy.USER, None, "denied by the user")
+    [record] = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert record["action"] == {
+        "agent": "claude",
+        "tool": "Bash",
+        "summary": "rm -rf build",
+        "pattern_kind": "program",
+        "pattern": "rm",
+        "session": "s-1",
+    }
+    assert (record["request_id"], record["decision"], record["by"]) == ("r9", "deny", "user")
+
+
+def test_an_unwritable_audit_log_is_reported_with_its_path_and_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.mkdir()  # a directory where the log should be
+    with caplog.at_level(logging.ERROR):
+        recording.write_line(AuditLog(path), b'{"x":1}\n')
+    [message] = [r.getMessage() for r in caplog.records]
+    assert message.startswith(f"could not write the audit log {path}: ")
+    assert len(message) > len(f"could not write the audit log {path}: ")
