@@ -33,6 +33,12 @@ def child(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
         stdin=subprocess.PIPE,
         cwd=tmp_path,
     )
+    # Popen returns once the exec began; the kernel sets the new command line up a
+    # moment later (a loaded machine can show an empty /proc/<pid>/cmdline before).
+    deadline = time.monotonic() + 10
+    while b"marker-arg" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes():
+        assert time.monotonic() < deadline, "the child never showed its command line"
+        time.sleep(0.005)
     yield proc
     assert proc.stdin is not None
     proc.stdin.close()
