@@ -16,6 +16,8 @@ import pytest
 from core_helpers import HOST, FakePrompter, Setup, askpass, decide, run, sudo_request
 
 from registry_core.elevation import messages as m
+from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.grants import PASSWORD_ATTEMPTS_EXHAUSTED, PASSWORD_CANCELLED
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import file_sha256
@@ -76,7 +78,12 @@ def test_the_requesters_deadline_counts_from_arrival_not_from_its_turn(setup: Se
         return second
 
     second = run(go)
-    assert (second.decision, second.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
+    assert (second.id, second.decision, second.by, second.reason) == (
+        "B",
+        m.Decision.DENY,
+        m.DecidedBy.TIMEOUT,
+        "no answer within 0.2 s (other questions were still open)",
+    )
     assert [a.tool for a in prompter.asked] == ["greet", "greet"]  # B was never shown
     shown = prompter.asked[1].timeout  # C: shown after B's 0.2 s had passed
     assert 0 < shown <= 60.0 - 0.2
@@ -205,6 +212,69 @@ def test_status_counts_pending_requests(setup: Setup) -> None:
     busy, idle = run(go)
     assert (busy.id, busy.pending, busy.paused) == (9, 1, False)
     assert idle.pending == 0
+
+
+def test_a_pending_request_says_since_when_it_waits_on_the_brokers_clock(setup: Setup) -> None:
+    now = [1000.0]
+    prompter = FakePrompter(hold=True)
+    broker = Broker(
+        registry=setup.loader.load,
+        prompter=prompter,
+        policies=setup.policies,
+        audit=AuditLog(setup.audit_path),
+        config=BrokerConfig(host=HOST),
+        clock=lambda: now[0],
+    )
+
+    async def go() -> list[float]:
+        first = asyncio.create_task(broker.elevate(setup.request(rid=1), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        now[0] = 1042.5
+        second = asyncio.create_task(broker.elevate(setup.request(rid=2), setup.requester))
+        while len(broker.pending) < 2:
+            await asyncio.sleep(0)
+        since = [p.since for p in broker.pending.values()]
+        prompter.hold = False
+        prompter.release.set()
+        await asyncio.gather(first, second)
+        return since
+
+    assert run(go) == [1000.0, 1042.5]
+
+
+def test_the_tray_hears_of_every_change_to_the_queue_pause_and_shutdown(setup: Setup) -> None:
+    """The tray's menu and icon follow the broker only through its listeners."""
+    prompter = FakePrompter([Approval(True)], hold=True)
+    broker = setup.broker(prompter)
+    seen: list[tuple[str, Any, bool, bool]] = []
+
+    def listener(name: str) -> Any:
+        def heard() -> None:
+            pending = [(p.request.id, p.showing) for p in broker.pending.values()]
+            seen.append((name, pending, broker.paused, broker.closing))
+
+        return heard
+
+    broker.subscribe(listener("menu"))
+    broker.subscribe(listener("icon"))
+
+    async def go() -> None:
+        task = asyncio.create_task(broker.elevate(setup.request(), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        prompter.release.set()
+        await task
+
+    run(go)
+    broker.set_paused(True)
+    broker.begin_shutdown()
+    states = [
+        ([("r1", False)], False, False),  # queued
+        ([("r1", True)], False, False),  # shown
+        ([], False, False),  # decided
+        ([], True, False),  # paused
+        ([], True, True),  # shutting down
+    ]
+    assert seen == [(name, *state) for state in states for name in ("menu", "icon")]
 
 
 # --- the credential gate -------------------------------------------------------------
@@ -393,7 +463,7 @@ def test_a_request_waiting_too_long_for_its_turn_is_denied(setup: Setup) -> None
     first, second = run(go)
     assert first.decision is m.Decision.ALLOW
     assert (second.decision, second.by) == (m.Decision.DENY, m.DecidedBy.TIMEOUT)
-    assert "for its turn" in second.reason
+    assert second.reason == "waited more than 0.2 s for its turn"
     assert len(prompter.asked) == 1
     assert broker.pending == {}
 
