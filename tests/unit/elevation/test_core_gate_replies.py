@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 import pytest
-from core_helpers import FakePrompter, Setup, askpass, run, sudo_request
+from core_helpers import HOST, FakePrompter, Setup, askpass, run, sudo_request
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.core import VERSION, Broker
@@ -157,7 +157,9 @@ def test_progress_says_waiting_for_user_once_the_question_is_shown(setup: Setup)
     assert states == [("greet", m.ProgressState.WAITING_FOR_USER)]
 
 
-def test_an_unattended_denial_is_stamped_with_the_wall_clock(setup: Setup) -> None:
+def test_an_unattended_denial_names_tool_and_host_and_is_stamped_with_the_wall_clock(
+    setup: Setup,
+) -> None:
     broker = setup.broker(FakePrompter())
     broker.set_paused(True)
     before = time.time()
@@ -168,6 +170,7 @@ def test_an_unattended_denial_is_stamped_with_the_wall_clock(setup: Setup) -> No
     run(go)
     after = time.time()
     [denial] = setup.denials.recent()
+    assert (denial.tool, denial.host, denial.reason) == ("greet", HOST, "requests are paused")
     assert before <= denial.time <= after
 
 
