@@ -167,7 +167,7 @@ class Broker:
     def _approval_request(
         self, req: m.ElevateRequest, requester: Requester, facts: RequestFacts
     ) -> ApprovalRequest:
-        claimed: str | None = None
+        claimed: str | None = None  # pragma: no mutate (both branches set it)
         if requester.remote and requester.host:
             # Forwarded by ollie-remote: the host is our own record, the request's
             # ``host`` only a claim (see registry_core/remote/identify.py).
@@ -204,7 +204,9 @@ class Broker:
         )
 
     def _policy_decision(
-        self, ar: ApprovalRequest, request_id: m.RequestId = 0
+        self,
+        ar: ApprovalRequest,
+        request_id: m.RequestId = 0,  # pragma: no mutate
     ) -> m.DecisionReply | None:
         if ar.action is not None:
             rule = remembered_rule(self.actions, ar)
@@ -232,7 +234,7 @@ class Broker:
         by: m.DecidedBy,
         remember: Remember | None = None,
         *,
-        request_id: m.RequestId = 0,
+        request_id: m.RequestId = 0,  # pragma: no mutate (callers without it set or drop the id)
     ) -> m.DecisionReply:
         grant = None
         # A requester inside a sandbox gets no grant: sudo cannot run there, and only
@@ -437,7 +439,7 @@ class Broker:
         deny = m.Decision.DENY
         self.pending[ar.id] = Pending(ar, self._clock())
         self._changed()
-        outcome: m.DecisionReply | None = None
+        outcome: m.DecisionReply | None = None  # pragma: no mutate (set before every return)
         try:
             # The broker's own queue deadline holds even for a requester without one.
             queued_until = asyncio.get_running_loop().time() + self.config.queue_timeout
