@@ -192,3 +192,22 @@ def test_a_refused_sandboxed_askpass_logs_whether_a_grant_was_withdrawn(
     assert [r.getMessage() for r in caplog.records] == [
         f"refused askpass from pid {inside.pid} from inside the sandbox (seccomp){tail}"
     ]
+
+
+def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup) -> None:
+    """The second decision is repeated from the broker's memory (``decision_memo.py``):
+    the desktop's list of unattended denials must not tell it apart."""
+    setup.remember("greet", Remember.DENY_ALWAYS)
+    broker = setup.broker(FakePrompter())
+
+    async def go() -> list[m.DecisionReply]:
+        return [await broker.elevate(setup.request(rid=n), setup.requester) for n in (1, 2)]
+
+    replies = run(go)
+    assert [(r.id, r.by) for r in replies] == [(1, m.DecidedBy.POLICY), (2, m.DecidedBy.POLICY)]
+    denials = setup.denials.recent()
+    assert [(d.tool, d.host, d.why.value) for d in denials] == [
+        ("greet", HOST, "remembered deny"),
+        ("greet", HOST, "remembered deny"),
+    ]
+    assert denials[0].reason == denials[1].reason == replies[0].reason

@@ -84,9 +84,13 @@ def test_a_forward_without_a_remote_tools_directory_runs_the_local_file(setup: S
     assert asked.mismatches == ()
 
 
-def test_the_one_name_snapshot_is_used_when_the_owner_has_one(setup: Setup, tmp_path: Path) -> None:
+@pytest.mark.parametrize("paused", [False, True])
+def test_the_one_name_snapshot_is_used_when_the_owner_has_one(
+    setup: Setup, tmp_path: Path, paused: bool
+) -> None:
     """A broker built with ``registry_for`` asks it for the requested tool only; the
-    full scan (here: of an empty directory) is not what decides."""
+    full scan (here: of an empty directory) is not what decides. Paused, the request
+    is still checked against it (an unknown tool is an error, not a denial)."""
     empty = RegistryLoader([tmp_path / "no-tools"], {"PATH": "/usr/bin:/bin"})
     asked_for: list[str] = []
 
@@ -102,7 +106,14 @@ def test_the_one_name_snapshot_is_used_when_the_owner_has_one(setup: Setup, tmp_
         audit=AuditLog(setup.audit_path),
         config=BrokerConfig(host=HOST),
     )
-    asked = broker.elevate_now(setup.request("other"), setup.requester)
-    assert isinstance(asked, ApprovalRequest)
-    assert (asked.tool, asked.description) == ("other", "Another tool.")
+    broker.set_paused(paused)
+    answer = broker.elevate_now(setup.request("other"), setup.requester)
+    if paused:
+        assert isinstance(answer, m.DecisionReply)
+        assert (answer.by, answer.reason) == (m.DecidedBy.PAUSED, "requests are paused")
+        [record] = setup.audit()
+        assert (record["tool"], record["executable"]) == ("other", setup.exe("other"))
+    else:
+        assert isinstance(answer, ApprovalRequest)
+        assert (answer.tool, answer.description) == ("other", "Another tool.")
     assert asked_for == ["other"]
