@@ -19,7 +19,8 @@ import pytest
 from core_helpers import HOST, FakePrompter, Setup, askpass, run, sudo_request
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.core import VERSION, Broker
+from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.core import VERSION, Broker, BrokerConfig
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.prompter import Approval, Remember
 
@@ -195,10 +196,27 @@ def test_a_refused_sandboxed_askpass_logs_whether_a_grant_was_withdrawn(
 
 
 def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup) -> None:
-    """The second decision is repeated from the broker's memory (``decision_memo.py``):
-    the desktop's list of unattended denials must not tell it apart."""
+    """With one registry snapshot, the second decision is repeated from the broker's
+    memory (``decision_memo.py``): the desktop's list of denials must not tell it apart."""
     setup.remember("greet", Remember.DENY_ALWAYS)
-    broker = setup.broker(FakePrompter())
+    snapshot = setup.loader.load()
+    broker = Broker(
+        registry=lambda: snapshot,
+        prompter=FakePrompter(),
+        policies=setup.policies,
+        audit=AuditLog(setup.audit_path),
+        config=BrokerConfig(host=HOST),
+        denials=setup.denials,
+    )
+    repeated: list[bool] = []
+    repeat = broker._repeat
+
+    def watched(*args: Any) -> m.DecisionReply | None:
+        reply = repeat(*args)
+        repeated.append(reply is not None)
+        return reply
+
+    broker._repeat = watched  # type: ignore[method-assign]
 
     async def go() -> list[m.DecisionReply]:
         return [await broker.elevate(setup.request(rid=n), setup.requester) for n in (1, 2)]
@@ -211,3 +229,4 @@ def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup
         ("greet", HOST, "remembered deny"),
     ]
     assert denials[0].reason == denials[1].reason == replies[0].reason
+    assert repeated == [False, True]  # the second came from memory
