@@ -387,7 +387,10 @@ class Broker:
         progress: Callable[[m.ProgressState], None] | None = None,
     ) -> m.DecisionReply:
         """Ask the person about the action ``ar`` (from :meth:`action_now`)."""
-        return await self._ask_person(ar, progress, None, req.id)
+        # As for elevate, the requester's own deadline covers waiting behind others.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.timeout if req.timeout is not None else None
+        return await self._ask_person(ar, progress, deadline, req.id)
 
     async def action(
         self,
@@ -446,7 +449,8 @@ class Broker:
             turn_by = queued_until if deadline is None else min(deadline, queued_until)
             if not await self._queue_turn(turn_by):
                 if turn_by == deadline:
-                    reason = f"no answer within {ar.timeout:g} s (other questions were still open)"
+                    within = _seconds(ar.timeout)
+                    reason = f"no answer within {within} s (other questions were still open)"
                 else:
                     reason = f"waited more than {self.config.queue_timeout:g} s for its turn"
                 return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
@@ -525,7 +529,7 @@ class Broker:
             async with asyncio.timeout(ar.timeout):
                 answer: Approval = await self.prompter.ask_approval(ar)
         except TimeoutError:
-            reason = f"no answer within {ar.timeout:g} s"
+            reason = f"no answer within {_seconds(ar.timeout)} s"
             self.prompter.request_decided(ar.id, False, m.DecidedBy.TIMEOUT.value)
             return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
         except asyncio.CancelledError:
@@ -535,7 +539,7 @@ class Broker:
             return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
         if answer.timed_out and not answer.approved:
             # The dialog's countdown ended first: the same unattended timeout as above.
-            reason = answer.reason or f"no answer within {ar.timeout:g} s"
+            reason = answer.reason or f"no answer within {_seconds(ar.timeout)} s"
             return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
         remember = answer.remember
         if ar.action is not None:
@@ -656,6 +660,12 @@ class Broker:
         self.closing = True
         self.grants.withdraw_all()
         self._changed()
+
+
+def _seconds(value: float) -> str:
+    """A countdown in words: to the hundredth (what is left of a requester's deadline
+    is a hair under what it asked for)."""
+    return f"{round(value, 2):g}"
 
 
 def _user_name(uid: int) -> str:

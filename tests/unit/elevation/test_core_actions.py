@@ -78,13 +78,8 @@ def test_an_action_approved_once_is_allowed_stored_nowhere_and_audited(setup: Se
     assert stored(setup) == []
     # what the person was shown: the agent's words, this host, the requester's countdown
     [shown] = prompter.asked
-    assert (shown.id, shown.tool, shown.host, shown.timeout, shown.client) == (
-        "r1",
-        "Bash",
-        HOST,
-        55,
-        "claude-code",
-    )
+    assert (shown.id, shown.tool, shown.host, shown.client) == ("r1", "Bash", HOST, "claude-code")
+    assert 54 < shown.timeout <= 55  # what is left of the requester's 55 s
     assert shown.action is not None
     assert (shown.action.agent, shown.action.command, shown.action.pattern) == (
         "claude-code",
@@ -431,3 +426,28 @@ def test_rules_live_beside_policies_unless_a_store_is_given(setup: Setup, tmp_pa
     ask(broker, setup, action("h1"))
     assert stored(setup) == []
     assert [r.pattern for r in own.rules()] == ["git"]
+
+
+def test_an_actions_deadline_covers_waiting_behind_another_question(setup: Setup) -> None:
+    # As for elevate (docs/protocol.md: an action's timeout is "as in elevate"): the
+    # hook's own deadline runs from arrival, so an action queued behind an open
+    # question is denied when its time is up, without being shown.
+    prompter = FakePrompter([Approval(False)], hold=True)
+    broker = setup.broker(prompter, prompt_timeout=3600)
+
+    async def go() -> m.DecisionReply:
+        first = asyncio.create_task(broker.action(action("A"), setup.requester))
+        await prompter.until(lambda: len(prompter.asked) == 1)
+        second = await broker.action(action("B", timeout=0.2), setup.requester)
+        prompter.release.set()
+        await first
+        return second
+
+    second = run(go)
+    assert (second.id, second.decision, second.by, second.reason) == (
+        "B",
+        m.Decision.DENY,
+        m.DecidedBy.TIMEOUT,
+        "no answer within 0.2 s (other questions were still open)",
+    )
+    assert len(prompter.asked) == 1  # B was never shown
