@@ -245,8 +245,9 @@ class PolicyStore:
     def lookup_stamp(self, tool: str, kind: Kind | str, host: str) -> LookupStamp:
         """Taken before a :meth:`lookup` of this key: that lookup's answer stays the
         answer while :meth:`holds` says so (no policy of the store changes and none
-        of the key's active ones ends).  Lock-free like :meth:`lookup`."""
-        key = (tool, kind if type(kind) is Kind else Kind(kind), host)
+        of the key's active ones ends).  Lock-free like :meth:`lookup`.  (Kind is a StrEnum: its
+        conversion below cannot change the key.)"""
+        key = (tool, kind if type(kind) is Kind else Kind(kind), host)  # pragma: no mutate
         with self._lock:
             self._refresh()
             candidates = self._active(key)  # also starts their monotonic deadlines
