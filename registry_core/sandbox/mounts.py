@@ -112,24 +112,26 @@ def _real_entry(path: str) -> bool:
 
 
 def _git_entries(cwd: str, planner: _Planner) -> list[str]:
-    """``.git`` in ``cwd`` and in its ancestors that are writable in the view.
+    """``.git`` in ``cwd`` and in each of its ancestors that is writable in the view.
 
-    A ``.git`` that is a symlink is left alone: bubblewrap would bind its
-    target, wherever that points.
+    Every ancestor up to ``/`` is looked at, not only those of the mount
+    holding ``cwd``: that mount may be nested in a writable one bound after
+    it (the target of a symlink rule), and git run in ``cwd`` finds the
+    outer ``.git`` just the same.  A ``.git`` that is a symlink is left
+    alone: bubblewrap would bind its target, wherever that points.
     """
     found: list[str] = []
     path = cwd
     while True:
         cover = planner.covering(path)
-        if cover is None or not cover[1]:
-            break
-        candidate = os.path.join(path, ".git")
-        if _real_entry(candidate):
-            found.append(candidate)
-        if path == cover[0] or path == "/":
-            break
-        path = os.path.dirname(path)
-    return found
+        if cover is not None and cover[1]:
+            candidate = os.path.join(path, ".git")
+            if _real_entry(candidate):
+                found.append(candidate)
+        parent = os.path.dirname(path)
+        if parent == path:
+            return found
+        path = parent
 
 
 def plan_view(

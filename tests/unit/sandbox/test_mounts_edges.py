@@ -253,7 +253,67 @@ def test_mount_rows_for_a_person() -> None:
         ("/ab", "/a", False),
         ("/a", "/a/b", False),
         ("/x", "/", True),
+        ("/a/b", "/aX", False),
     ],
 )
 def test_beneath_is_lexical_and_whole_components(path: str, root: str, inside: bool) -> None:
     assert beneath(path, root) is inside
+
+
+def test_git_of_every_writable_ancestor_is_hidden_past_nested_mounts(tmp_path: Path) -> None:
+    # docs/security.md: .git in the cwd and in *each* ancestor writable in the view.
+    # Here the cwd is its own writable mount (the target of a symlink rule, bound
+    # before the rule above it): git run in the cwd still finds the outer .git.
+    outer, inner = tmp_path / "a" / "b", tmp_path / "a" / "b" / "c" / "d"
+    inner.mkdir(parents=True)
+    (outer / ".git").mkdir()
+    (tmp_path / "l").symlink_to(inner)
+    view = plan(rules((tmp_path / "l", Access.RW), (outer, Access.RW)), inner)
+    assert ("--bind", str(inner), str(inner)) == view.args[len(START) + 6 : len(START) + 9]
+    assert ("--bind", str(outer), str(outer)) == view.args[len(START) + 9 : len(START) + 12]
+    assert view.hidden_git == (f"{outer}/.git",)
+    read_only = plan(rules((tmp_path / "l", Access.RW), (outer, Access.RO)), inner)
+    assert read_only.hidden_git == ()
+
+
+def test_symlinks_inside_a_read_only_mount_are_not_made_again(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "lib").symlink_to("real")
+    view = plan(rules((tmp_path, Access.RO), (tmp_path / "lib", Access.ROX)), tmp_path)
+    assert view.args[len(START) + 3 :] == (
+        *("--ro-bind", str(tmp_path), str(tmp_path)),
+        *("--remount-ro", "/", "--chdir", str(tmp_path)),
+    )
+
+
+def test_a_writable_symlink_target_inside_a_read_only_mount_is_bound_writable(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "link").symlink_to("data")
+    view = plan(rules((tmp_path, Access.RO), (tmp_path / "link", Access.RW)), tmp_path)
+    assert view.args[len(START) + 3 : -4] == (
+        *("--ro-bind", str(tmp_path), str(tmp_path)),
+        *("--bind", f"{tmp_path}/data", f"{tmp_path}/data"),
+    )
+
+
+def test_a_writable_rule_beneath_a_symlink_rule_is_still_bound(tmp_path: Path) -> None:
+    (tmp_path / "target" / "x").mkdir(parents=True)
+    (tmp_path / "link").symlink_to("target")
+    view = plan(
+        rules((tmp_path / "link", Access.RO), (tmp_path / "link" / "x", Access.RW)), tmp_path
+    )
+    assert ("--bind", f"{tmp_path}/link/x", f"{tmp_path}/link/x") in {
+        view.args[i : i + 3] for i in range(len(view.args) - 2)
+    }
+
+
+def test_a_helper_symlink_is_not_a_writable_place(tmp_path: Path) -> None:
+    (tmp_path / "real" / "sub" / ".git").mkdir(parents=True)
+    (tmp_path / "helper").symlink_to("real")
+    view = plan(
+        rules(("/usr", Access.RO)), tmp_path / "helper" / "sub", helpers=(tmp_path / "helper",)
+    )
+    assert view.hidden_git == ()
+    assert ("--symlink", "real", f"{tmp_path}/helper") == view.args[len(START) + 6 : len(START) + 9]
