@@ -51,7 +51,7 @@ bench: $(STAMP)
 # hours on two cores; not part of `make test`).  MUTANTS='glob' restricts the run,
 # e.g. MUTANTS='registry_core.elevation.grants*'.  Results: .venv/bin/mutmut results.
 mutate: $(STAMP)
-	$(BIN)/pip install --quiet 'mutmut>=3.3'
+	$(BIN)/pip install --quiet 'mutmut>=3.8.1'
 	QT_QPA_PLATFORM=offscreen $(BIN)/mutmut run --max-children $(or $(MUTATE_JOBS),2) $(MUTANTS)
 	$(BIN)/mutmut export-cicd-stats
 	@$(BIN)/python -c 'import json; s = json.load(open("mutants/mutmut-cicd-stats.json")); \
