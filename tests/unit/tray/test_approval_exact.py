@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QDialog, QWidget
 from pytestqt.qtbot import QtBot
@@ -113,6 +113,21 @@ def test_showing_again_does_not_restart_the_countdown(
     clock.now += 10  # 60 s after it was first shown
     qtbot.waitUntil(lambda: got != [], timeout=3000)
     assert got == [Approval(False, Remember.ONCE, "no answer within 60 s", timed_out=True)]
+
+
+def test_the_dialog_owns_a_one_second_tick_and_a_one_shot_arming_timer(
+    qtbot: QtBot, approval_request: Factory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=approval_module.__name__)
+    dialog = shown(qtbot, approval_request(), arm_delay_ms=30)
+    timers = dialog.findChildren(QTimer)
+    assert sorted(t.interval() for t in timers if t.isActive()) == [30, 1000]
+    qtbot.waitUntil(dialog.approve_button.isEnabled, timeout=3000)
+    qtbot.wait(200)  # several arming delays: a repeating timer would arm (and log) again
+    assert [m for m in caplog.messages if "Approve is armed" in m] == [
+        "approval dialog for r7: Approve is armed"
+    ]
+    assert sorted(t.interval() for t in timers if t.isActive()) == [1000]
 
 
 # --- Approve while it is not available -----------------------------------------------
@@ -226,6 +241,30 @@ def test_the_dialog_belongs_to_the_window_it_is_given(
     qtbot.addWidget(window)
     dialog = ApprovalDialog(approval_request(), parent=window)
     assert dialog.parentWidget() is window
+
+
+def test_a_wider_or_narrower_dialog_refits_its_height(
+    qtbot: QtBot, approval_request: Factory
+) -> None:
+    dialog = shown(qtbot, approval_request(description="word " * 40))  # wraps to fewer lines
+    layout = dialog.layout()
+    assert layout is not None
+    narrow = dialog.height()
+    dialog.resize(900, narrow)
+    qtbot.waitUntil(lambda: dialog.height() == layout.totalHeightForWidth(900), timeout=3000)
+    assert dialog.height() < narrow
+    dialog.resize(560, dialog.height())
+    qtbot.waitUntil(lambda: dialog.height() == narrow, timeout=3000)
+
+
+def test_title_bar_close_button_and_accessible_name(
+    qtbot: QtBot, approval_request: Factory
+) -> None:
+    dialog = shown(qtbot, approval_request())
+    flags = dialog.windowFlags()
+    assert flags & Qt.WindowType.WindowTitleHint
+    assert flags & Qt.WindowType.WindowCloseButtonHint
+    assert dialog.accessibleName() == "Approve system_logs?"
 
 
 # --- the queue ---------------------------------------------------------------------
