@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QWidget
 from pytestqt.qtbot import QtBot
 
@@ -149,7 +150,8 @@ def test_the_sudo_header_is_red_and_says_run_as_root(
     assert same_icon(icon, c.RED, "#", "square")
     assert dialog.title_label.text() == "system_logs wants to run as root via sudo"
     assert dialog.title_label.font().bold()
-    assert dialog.title_label.font().pointSizeF() > 1.4 * dialog.font().pointSizeF()
+    body = QLabel().font().pointSizeF()
+    assert dialog.title_label.font().pointSizeF() == pytest.approx(1.45 * body)
     explain = label_named(dialog, explanation(request))
     assert explain.styleSheet() == f"color: {c.RED_DARK};"
     tag = label_named(dialog, "RUN AS ROOT")
