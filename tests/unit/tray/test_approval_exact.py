@@ -25,6 +25,7 @@ from ollie_tray.dialogs import approval as approval_module
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.common import RED
 from ollie_tray.dialogs.real_input import SYNTHETIC_IGNORED
+from ollie_tray.dialogs.textboxes import FitScrollArea
 from ollie_tray.dialogs.xinput import Phase, Verdict
 from registry_core.elevation.core import QueueInfo
 from registry_core.elevation.messages import ActionDisplay, PatternKind
@@ -314,3 +315,15 @@ def test_ignored_input_is_logged_and_shown_in_red(
     assert dialog.input_note.text() == SYNTHETIC_IGNORED
     style = dialog.input_note.styleSheet()
     assert f"color: {RED}" in style and "font-weight: bold" in style
+
+
+def test_a_taller_window_gives_its_extra_height_to_the_details(
+    qtbot: QtBot, approval_request: Factory
+) -> None:
+    dialog = shown(qtbot, approval_request())
+    [details] = [w for w in dialog.findChildren(FitScrollArea) if w.parentWidget() is dialog]
+    header = dialog.title_label
+    before, header_before = details.height(), header.height()
+    dialog.resize(dialog.width(), dialog.height() + 200)
+    qtbot.waitUntil(lambda: details.height() >= before + 190, timeout=3000)
+    assert header.height() == header_before

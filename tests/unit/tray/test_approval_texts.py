@@ -180,3 +180,10 @@ def test_the_sandbox_header_is_amber_with_its_tags(qtbot: QtBot, approval_reques
     assert dialog.remote_badge is not None and "#1565c0" in dialog.remote_badge.styleSheet()
     [summary] = [w for w in dialog.findChildren(QWidget) if w.accessibleName() == "Request summary"]
     assert f"background: {c.AMBER_TINT}" in summary.styleSheet()
+
+
+def test_the_mismatch_warning_heading_and_lines(qtbot: QtBot, approval_request: Factory) -> None:
+    problem = "the executable's sha256 differs from the registry's"
+    dialog = built(qtbot, approval_request(mismatches=(problem,)))
+    texts = [w.text() for w in dialog.findChildren(QLabel)]
+    assert "⚠  The request does not match the registry:" in texts
