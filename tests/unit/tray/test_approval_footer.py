@@ -185,3 +185,15 @@ def test_the_pattern_field_has_its_caption_and_the_rest_of_the_row(
     assert [w.text() for w in captions] == ["Remember for the path:"]
     assert row_widgets(row_of(dialog, edit)) == [captions[0], edit]  # no stretch: it is wide
     assert edit.width() > dialog.width() // 2
+
+
+def test_enter_on_the_remember_choice_denies(qtbot: QtBot, approval_request: Factory) -> None:
+    dialog = shown(qtbot, approval_request())
+    qtbot.waitUntil(dialog.approve_button.isEnabled, timeout=3000)
+    combo = dialog.remember_combo
+    combo.setFocus()
+    qtbot.waitUntil(combo.hasFocus, timeout=3000)
+    assert dialog.deny_button.isDefault()  # even without the focus
+    with qtbot.waitSignal(dialog.decided) as blocker:
+        qtbot.keyClick(combo, Qt.Key.Key_Return)
+    assert blocker.args == [Approval(False, Remember.ONCE, "denied by the user")]
