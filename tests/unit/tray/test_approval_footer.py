@@ -185,6 +185,10 @@ def test_the_pattern_field_has_its_caption_and_the_rest_of_the_row(
     assert [w.text() for w in captions] == ["Remember for the path:"]
     assert row_widgets(row_of(dialog, edit)) == [captions[0], edit]  # no stretch: it is wide
     assert edit.width() > dialog.width() // 2
+    descriptions = [
+        w for w in dialog.findChildren(QLabel) if w.accessibleName().startswith("Description: ")
+    ]
+    assert [w.toolTip() for w in descriptions] == ["As the agent describes its action"]
 
 
 def test_enter_on_the_remember_choice_denies(qtbot: QtBot, approval_request: Factory) -> None:

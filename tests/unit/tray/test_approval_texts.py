@@ -157,7 +157,7 @@ def test_the_sudo_header_is_red_and_says_run_as_root(
     tag = label_named(dialog, "RUN AS ROOT")
     assert tag.text() == "RUN AS ROOT" and c.RED in tag.styleSheet()
     [summary] = [w for w in dialog.findChildren(QWidget) if w.accessibleName() == "Request summary"]
-    assert f"background: {c.RED_TINT}" in summary.styleSheet()
+    assert f"background: {c.RED_TINT}; border: 1px solid {c.RED};" in summary.styleSheet()
     assert dialog.sandbox_badge is None and dialog.remote_badge is None
 
 
@@ -176,10 +176,11 @@ def test_the_sandbox_header_is_amber_with_its_tags(qtbot: QtBot, approval_reques
     assert badge.text() == "FROM INSIDE THE SANDBOX"
     assert badge.accessibleName() == "Requested from inside the sandbox"
     assert badge.toolTip() == "A process inside the sandbox asks. It never receives a password."
-    assert "#6a1b9a" in badge.styleSheet()
-    assert dialog.remote_badge is not None and "#1565c0" in dialog.remote_badge.styleSheet()
+    assert "background: #6a1b9a;" in badge.styleSheet()
+    remote = dialog.remote_badge
+    assert remote is not None and "background: #1565c0;" in remote.styleSheet()
     [summary] = [w for w in dialog.findChildren(QWidget) if w.accessibleName() == "Request summary"]
-    assert f"background: {c.AMBER_TINT}" in summary.styleSheet()
+    assert f"background: {c.AMBER_TINT}; border: 1px solid {c.AMBER};" in summary.styleSheet()
 
 
 def test_the_mismatch_warning_heading_and_lines(qtbot: QtBot, approval_request: Factory) -> None:
