@@ -142,7 +142,9 @@ def test_tcp_ports_are_checked_and_enforced(builder: RulesetBuilder) -> None:
         builder.add_port(65536, NetAccess.CONNECT_TCP)
     with pytest.raises(ValueError, match=r"^TCP port out of range: -1$"):
         builder.add_port(-1, NetAccess.CONNECT_TCP)
-    with pytest.raises(ValueError, match=r"need network rights handled by the ruleset \(ABI 4\)"):
+    with pytest.raises(
+        ValueError, match=r"^TCP rules need network rights handled by the ruleset \(ABI 4\)$"
+    ):
         builder.add_port(443, NetAccess(0))
     servers = []
     for _ in range(2):
@@ -154,6 +156,7 @@ def test_tcp_ports_are_checked_and_enforced(builder: RulesetBuilder) -> None:
     try:
         builder.add_port(allowed, NetAccess.CONNECT_TCP)
         builder.add_port(65535, NetAccess.BIND_TCP)
+        builder.add_port(0, NetAccess.BIND_TCP)  # the lowest port accepted: "any free one"
         probe = (
             "import socket, sys\n"
             "for port in sys.argv[1:]:\n"
@@ -212,7 +215,7 @@ def test_a_closed_sandbox_fails_closed_and_says_so(builder: RulesetBuilder) -> N
     sandbox = builder.finish()
     fd = sandbox.fd
     assert sandbox.enforcing
-    assert not sandbox.closed
+    assert sandbox.closed is False
     assert repr(sandbox) == f"<PreparedSandbox abi={ABI} fd={fd}>"
     sandbox.close()
     sandbox.close()
@@ -336,3 +339,38 @@ def test_preexec_restricts_the_child_and_refuses_once_closed(
         # The parent keeps its descriptor: the sandbox serves the next call too.
         again = run(sandbox, 'cat "$1/ok"', str(tmp_path / "rw"))
         assert again.stdout == "a\n"
+
+
+def test_without_landlock_the_builder_refuses_by_errno() -> None:
+    with pytest.raises(OSError, match="not available") as caught:
+        RulesetBuilder(0, READ)
+    assert (caught.value.errno, caught.value.strerror) == (
+        errno.EOPNOTSUPP,
+        "Landlock is not available in this kernel",
+    )
+
+
+def test_a_fifo_rule_is_added_without_blocking(builder: RulesetBuilder, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert builder.add_path(str(fifo), READ) == FsAccess.READ_FILE
+
+
+@pytest.mark.skipif(ABI < 6, reason="IPC scopes need Landlock ABI 6")
+def test_a_signal_scope_keeps_the_child_from_signalling_outside(builder: RulesetBuilder) -> None:
+    outside = subprocess.Popen(["sleep", "60"])
+    try:
+        scoped = RulesetBuilder(ABI, fs_access_for_abi(ABI), scoped=Scope.SIGNAL)
+        for path in (*SYSTEM, *PYTHON):
+            scoped.add_path(path, RUN)
+        with scoped.finish() as sandbox:
+            done = run(sandbox, 'kill -0 "$1" && echo reached', str(outside.pid))
+        assert "reached" not in done.stdout
+        assert done.returncode != 0
+        with builder.finish() as open_sandbox:
+            assert run(open_sandbox, 'kill -0 "$1" && echo reached', str(outside.pid)).stdout == (
+                "reached\n"
+            )
+    finally:
+        outside.kill()
+        outside.wait()
