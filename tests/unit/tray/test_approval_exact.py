@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+from approval_helpers import answers, shown
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QDialog, QWidget
@@ -61,21 +62,6 @@ class RefusingJudge:
 
     def pointer(self, event: QMouseEvent, phase: Phase) -> Verdict:
         return Verdict.SYNTHETIC
-
-
-def shown(qtbot: QtBot, request: ApprovalRequest, **kwargs: object) -> ApprovalDialog:
-    kwargs.setdefault("arm_delay_ms", 20)
-    dialog = ApprovalDialog(request, **kwargs)  # type: ignore[arg-type]
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    return dialog
-
-
-def answers(dialog: ApprovalDialog) -> list[Approval]:
-    items: list[Approval] = []
-    dialog.decided.connect(items.append)
-    return items
 
 
 def choose(dialog: ApprovalDialog, remember: Remember) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from approval_helpers import shown
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QMouseEvent
 from PySide6.QtWidgets import QBoxLayout, QLabel, QLayout, QWidget
@@ -38,15 +39,6 @@ class NoticeJudge:
 
     def pointer(self, event: QMouseEvent, phase: Phase) -> Verdict:
         return Verdict.REAL
-
-
-def shown(qtbot: QtBot, request: ApprovalRequest, **kwargs: object) -> ApprovalDialog:
-    kwargs.setdefault("arm_delay_ms", 20)
-    dialog = ApprovalDialog(request, **kwargs)  # type: ignore[arg-type]
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    return dialog
 
 
 def row_of(dialog: ApprovalDialog, widget: QWidget) -> QBoxLayout:

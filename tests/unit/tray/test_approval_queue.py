@@ -4,22 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from approval_helpers import shown
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from ollie_tray.dialogs.approval import ApprovalDialog
 from registry_core.elevation.core import QueueInfo
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
 
 Factory = Callable[..., ApprovalRequest]
-
-
-def shown(qtbot: QtBot, request: ApprovalRequest) -> ApprovalDialog:
-    dialog = ApprovalDialog(request, arm_delay_ms=20)
-    qtbot.addWidget(dialog)
-    dialog.show()
-    qtbot.waitExposed(dialog)
-    return dialog
 
 
 def test_a_lone_request_shows_no_queue(qtbot: QtBot, approval_request: Factory) -> None:
