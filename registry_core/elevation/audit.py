@@ -54,7 +54,7 @@ from registry_core.elevation.audit_file import (
     gap_count,
     lines_backwards,
 )
-from registry_core.elevation.audit_quick import ENCODER, iso_fast, quick_line
+from registry_core.elevation.audit_quick import ENCODER, assemble, iso_fast, quick_parts
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.identity import Requester
@@ -210,19 +210,16 @@ class AuditRecord:
 
     def _quick_line(self) -> bytes | None:
         """:meth:`to_line` for the common record, byte for byte, without encoding
-        the record as a whole (:func:`~registry_core.elevation.audit_quick.quick_line`);
+        the record as a whole (:func:`~registry_core.elevation.audit_quick.quick_parts`);
         ``None`` when the record needs the general path (an action, a cut, a time
         before 1970)."""
         if self.action is not None:
             return None
-        return quick_line(
-            time=self.time,
-            request_id=self.request_id,
+        parts = quick_parts(
             tool=self.tool,
             kind=self.kind,
             host=self.host,
             remote=self.remote,
-            requester_json=self.requester.json_text,
             executable=self.executable,
             sha256=self.sha256,
             argv=self.argv,
@@ -235,6 +232,9 @@ class AuditRecord:
             claimed_host=self.claimed_host,
             client=self.client,
         )
+        if parts is None:
+            return None
+        return assemble(self.time, self.request_id, parts, self.requester.json_text)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> AuditRecord:
@@ -343,7 +343,7 @@ class AuditLog:
 
     def append_line(self, line: bytes) -> None:
         """:meth:`append` for a record already made into its line (``AuditRecord.to_line``
-        or, for the common record, ``audit_quick.quick_line``)."""
+        or, for the common record, ``audit_quick.quick_parts``)."""
         held = self._held
         if held is not None and self._holder == threading.get_ident():
             held.append(line)

@@ -2,7 +2,7 @@
 
 :meth:`AuditRecord.to_line <registry_core.elevation.audit.AuditRecord.to_line>`
 encodes a record as one JSON object.  For the common record (no agent action,
-a time after 1970, nothing cut) :func:`quick_line` gives the same bytes
+a time after 1970, nothing cut) :func:`quick_parts` and :func:`assemble` give the same bytes
 without building the record or a dict of it: each field's JSON is made by
 the same encoder's pieces (the C string escaper, the shared encoder for the
 request id and ``args``) and joined in the record's key order, the
@@ -63,50 +63,6 @@ def _member(value: Enum) -> str:
     return _string(value) if isinstance(value, str) else _value(value.value)
 
 
-def quick_line(
-    *,
-    time: float,
-    request_id: Any,
-    tool: str,
-    kind: Enum,
-    host: str,
-    remote: bool,
-    requester_json: str,
-    executable: str | None,
-    sha256: str | None,
-    argv: Sequence[str],
-    args: Mapping[str, Any] | None,
-    code: str | None,
-    decision: Enum,
-    by: Enum,
-    remember: Enum | None,
-    reason: str,
-    claimed_host: str | None,
-    client: str | None,
-) -> bytes | None:
-    """The audit line of a record without an agent action, or ``None`` when the
-    general path must write it.  ``requester_json`` is the requester's encoded
-    JSON (``AuditRequester.json_text``)."""
-    parts = quick_parts(
-        tool=tool,
-        kind=kind,
-        host=host,
-        remote=remote,
-        executable=executable,
-        sha256=sha256,
-        argv=argv,
-        args=args,
-        code=code,
-        decision=decision,
-        by=by,
-        remember=remember,
-        reason=reason,
-        claimed_host=claimed_host,
-        client=client,
-    )
-    return None if parts is None else assemble(time, request_id, parts, requester_json)
-
-
 LineParts = tuple[str, str]
 """A quick line's text around the requester's JSON: from ``"tool"`` up to
 ``"requester":``, and from ``"executable"`` to the end of the line."""
@@ -130,7 +86,7 @@ def quick_parts(
     claimed_host: str | None,
     client: str | None,
 ) -> LineParts | None:
-    """What :func:`quick_line` writes between the request id and the requester, and
+    """What the quick line holds between the request id and the requester, and
     after the requester (the same for every repeat of one decision: the broker's
     remembered decisions keep it, ``decision_memo.py``); ``None``: the general path."""
     try:

@@ -30,12 +30,11 @@ from registry_core.elevation.action_flow import (
 )
 from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
-from registry_core.elevation.audit import AuditLog, AuditRequester
-from registry_core.elevation.audit_quick import assemble
+from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.decision_memo import DecisionMemo, MemoKey, Repeatable, memo_key
+from registry_core.elevation.decision_memo import DecisionMemo, MemoKey, memo_key
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
-from registry_core.elevation.facts import REQUEST_CODE_TOOL, SHA256, RequestFacts, gather_facts
+from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
     PASSWORD_ATTEMPTS_EXHAUSTED,
     PASSWORD_CANCELLED,
@@ -43,7 +42,7 @@ from registry_core.elevation.grants import (
     GrantRefused,
 )
 from registry_core.elevation.identity import Requester, parent_chain
-from registry_core.elevation.policies import LookupStamp, PolicyStore
+from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import (
     Approval,
     ApprovalRequest,
@@ -51,7 +50,7 @@ from registry_core.elevation.prompter import (
     Prompter,
     Remember,
 )
-from registry_core.elevation.recording import line_parts, record_decision, write_line
+from registry_core.elevation.recording import record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
@@ -285,61 +284,23 @@ class Broker:
         if reply is None:
             return ar
         if key is not None and reply.by is m.DecidedBy.POLICY:
-            self._remember_decision(key, registry, stamp, ar, reply)
+            self._memo.learn(key, registry, stamp, ar, reply)
         return reply
 
     def _repeat(
         self, key: MemoKey, registry: Registry, req: m.ElevateRequest, requester: Requester
     ) -> m.DecisionReply | None:
         """``req`` decided as the remembered decision of ``key``, if that still holds."""
-        entry = self._memo.get(key, registry)
+        entry = self._memo.holding(key, registry, self.policies)
         if entry is None:
             return None
-        if SHA256.sha256(entry.executable) != entry.sha256 or not self.policies.holds(entry.stamp):
-            self._memo.drop(key)
-            return None
-        requester_json = AuditRequester.from_requester(requester).json_text
-        line = assemble(time.time(), f"r{next(self._ids)}", entry.audit, requester_json)
+        line = entry.audit_line(time.time(), f"r{next(self._ids)}", requester)
         if line is None:
             return None  # the general path writes this one
         write_line(self.audit, line)
         if entry.decision is m.Decision.DENY:
             self._unattended(entry.tool, entry.host, DeniedBy.POLICY, entry.reason)
-        return m.DecisionReply(
-            id=req.id,
-            decision=entry.decision,
-            reason=entry.reason,
-            by=m.DecidedBy.POLICY,
-            remember=entry.remember,
-        )
-
-    def _remember_decision(
-        self,
-        key: MemoKey,
-        registry: Registry,
-        stamp: LookupStamp,
-        ar: ApprovalRequest,
-        reply: m.DecisionReply,
-    ) -> None:
-        if ar.executable is None or ar.sha256 is None or reply.grant is not None:
-            return
-        remember = None if reply.remember is None else Remember(reply.remember)
-        parts = line_parts(ar, reply.decision, reply.by, remember, reply.reason)
-        if parts is None:
-            return
-        entry = Repeatable(
-            snapshot=registry,
-            executable=ar.executable,
-            sha256=ar.sha256,
-            stamp=stamp,
-            tool=ar.tool,
-            host=ar.host,
-            decision=reply.decision,
-            reason=reply.reason,
-            remember=reply.remember,
-            audit=parts,
-        )
-        self._memo.put(key, entry)
+        return entry.reply(req.id)
 
     async def elevate_asked(
         self,

@@ -38,10 +38,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.audit_quick import LineParts
+from registry_core.elevation.audit import AuditRequester
+from registry_core.elevation.audit_quick import LineParts, assemble
+from registry_core.elevation.facts import SHA256
 from registry_core.elevation.frame_memo import FRAME_REST
 from registry_core.elevation.identity import Requester
-from registry_core.elevation.policies import LookupStamp
+from registry_core.elevation.policies import LookupStamp, PolicyStore
+from registry_core.elevation.prompter import ApprovalRequest, Remember
+from registry_core.elevation.recording import line_parts
 
 MAX_ENTRIES = 512
 
@@ -68,6 +72,20 @@ class Repeatable:
     remember: str | None
     audit: LineParts
     """The audit line around its time, request id and requester (``audit_quick``)."""
+
+    def audit_line(self, time: float, request_id: str, requester: Requester) -> bytes | None:
+        """This repeat's audit line (``None``: the general path must write it)."""
+        requester_json = AuditRequester.from_requester(requester).json_text
+        return assemble(time, request_id, self.audit, requester_json)
+
+    def reply(self, request_id: m.RequestId) -> m.DecisionReply:
+        return m.DecisionReply(
+            id=request_id,
+            decision=self.decision,
+            reason=self.reason,
+            by=m.DecidedBy.POLICY,
+            remember=self.remember,
+        )
 
 
 def memo_key(req: m.ElevateRequest, requester: Requester) -> MemoKey | None:
@@ -111,6 +129,48 @@ class DecisionMemo:
             self.clear()
             return None
         return self._entries.get(key)
+
+    def holding(self, key: MemoKey, snapshot: object, policies: PolicyStore) -> Repeatable | None:
+        """The entry for ``key`` if what it rested on still holds: the registry
+        ``snapshot``, the executable's sha256 and the policies' stamp (a stale entry
+        is dropped)."""
+        entry = self.get(key, snapshot)
+        if entry is None:
+            return None
+        if SHA256.sha256(entry.executable) != entry.sha256 or not policies.holds(entry.stamp):
+            self.drop(key)
+            return None
+        return entry
+
+    def learn(
+        self,
+        key: MemoKey,
+        snapshot: object,
+        stamp: LookupStamp,
+        ar: ApprovalRequest,
+        reply: m.DecisionReply,
+    ) -> None:
+        """Keep ``reply``, a remembered policy's decision on ``ar`` made with
+        ``snapshot`` after ``stamp`` was taken, when it can be repeated."""
+        if ar.executable is None or ar.sha256 is None or reply.grant is not None:
+            return
+        remember = None if reply.remember is None else Remember(reply.remember)
+        parts = line_parts(ar, reply.decision, reply.by, remember, reply.reason)
+        if parts is None:
+            return
+        entry = Repeatable(
+            snapshot=snapshot,
+            executable=ar.executable,
+            sha256=ar.sha256,
+            stamp=stamp,
+            tool=ar.tool,
+            host=ar.host,
+            decision=reply.decision,
+            reason=reply.reason,
+            remember=reply.remember,
+            audit=parts,
+        )
+        self.put(key, entry)
 
     def put(self, key: MemoKey, entry: Repeatable) -> None:
         if entry.snapshot is not self._snapshot:

@@ -1,7 +1,7 @@
 """The broker records a decision without building an ``AuditRecord`` (issue 19).
 
 ``record_decision`` makes the common line straight from the approval request
-(``audit_quick.quick_line``); what it writes must be, byte for byte, the
+(``recording.line_parts`` and ``audit_quick.assemble``); what it writes must be, byte for byte, the
 general encoding of the record the same decision makes (``audit_record``).
 """
 
