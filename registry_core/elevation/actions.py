@@ -192,7 +192,7 @@ class ActionRuleStore:
             try:
                 aside = f"kept aside as {move_aside(self.path, self._clock())}"
             except OSError as move_error:
-                aside = f"could not be moved aside: {move_error.strerror}"
+                aside = f"could not be moved aside: {move_error.strerror or move_error}"
             self._problem(f"{self.path}: {exc}; {aside}")
             self._file, self._stamp = [], None
             return
@@ -272,7 +272,10 @@ class ActionRuleStore:
     def remember(
         self, agent: str, tool: str, kind: PatternKind, pattern: str, remember: Remember
     ) -> ActionRule | None:
-        """Store the person's choice (``once`` stores nothing)."""
+        """Store the person's choice (``once`` stores nothing).
+
+        Never raises (the broker stores an answer on its way to the reply): a rule
+        that cannot be written is reported and kept in memory."""
         if remember is Remember.ONCE:
             return None
         now = float(int(self._clock()))
@@ -296,8 +299,11 @@ class ActionRuleStore:
             self._reload()
             self._file = [r for r in self._file if r.key() != rule.key()]
             self._file.append(rule)
-            with _locked(self.path):
-                self._save()
+            try:
+                with _locked(self.path):
+                    self._save()
+            except OSError as exc:  # no lock (no directory): kept in memory, reported
+                self._problem(f"{self.path}: cannot write: {exc}")
         return rule
 
 
