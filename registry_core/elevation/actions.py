@@ -201,8 +201,7 @@ class ActionRuleStore:
     def _save(self) -> None:
         doc = {"version": FILE_VERSION, "rules": [rule.to_json() for rule in self._file]}
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:  # always under _locked, which made the directory
             write_atomic(self.path, text)
             st = os.stat(self.path)
             self._stamp = (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -474,7 +474,12 @@ def test_the_lock_beside_the_file_is_held_across_processes(tmp_path: Path) -> No
     fd = os.open(str(path) + ".lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: as another process
     done = threading.Event()
-    worker = threading.Thread(target=lambda: (store.forget(agent="cc"), done.set()))
+
+    def forget() -> None:
+        store.forget(agent="cc")
+        done.set()
+
+    worker = threading.Thread(target=forget)
     try:
         worker.start()
         assert not done.wait(0.3)
