@@ -63,6 +63,8 @@ def test_path_patterns_and_paths_are_compared_normalised() -> None:
     assert cov_path("/p/x/../", "/p/y")
     assert cov_path("/p//", "/p/y")
     assert not cov_path("/p/x/../", "/p/x/../../etc")
+    assert not cov_path("/srv/X/", "/srv/Y/z")  # a name ending in X: only beneath it
+    assert cov_path("/srv/X/", "/srv/X/z")
 
 
 def test_exact_without_a_command_is_the_summary() -> None:
@@ -252,6 +254,8 @@ def test_lookup_skips_other_agents_tools_and_patterns_and_prefers_a_deny(tmp_pat
     assert lookup(store, "git log") == deny
     assert lookup(store, "git status") == first
     assert lookup(store, "cargo build") is None
+    url = store.remember("cc", "Bash", PatternKind.EXACT, "https://x", Remember.ALWAYS)
+    assert store.lookup("cc", "Bash", summary="https://x", command=None, path=None) == url
     path_rule = store.remember("cc", "Bash", PatternKind.PATH, "/p/", Remember.ALWAYS)
     found = store.lookup("cc", "Bash", summary="edit", command=None, path="/p/a")
     assert found == path_rule

@@ -1,0 +1,82 @@
+"""``build_broker``: the front-end it picks, the user's files it opens, and the two ways
+it holds the registry (resident, or one lookup per request), with real files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from registry_core.elevation.assembly import build_broker
+from registry_core.elevation.core import BrokerConfig
+from registry_core.elevation.prompters.select import choose_prompter
+
+
+def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
+    tools = tmp_path / "tools"
+    tools.mkdir(exist_ok=True)
+    for name in ("a", "b"):
+        (tools / f"{name}.meta").write_text(json.dumps({"description": f"tool {name}"}))
+    return {
+        "HOME": str(tmp_path / "home"),
+        "OLLIE_TOOLS_PATH": str(tools),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+        "PATH": str(tmp_path / "bin"),
+        **extra,
+    }
+
+
+def with_zenity(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "bin").mkdir()
+    zenity = tmp_path / "bin" / "zenity"  # never started: nothing is asked here
+    zenity.write_text("#!/bin/sh\nexit 1\n")
+    zenity.chmod(0o755)
+    return env_for(tmp_path, DISPLAY=":99")
+
+
+def test_a_named_front_end_is_the_one_used(tmp_path: Path) -> None:
+    env = with_zenity(tmp_path)
+    assert build_broker(env, "none").prompter.name == "none"
+    assert build_broker(env, "zenity").prompter.name == "zenity"
+
+
+def test_without_a_name_the_first_front_end_that_can_ask(tmp_path: Path) -> None:
+    assert build_broker(with_zenity(tmp_path)).prompter.name == "zenity"
+
+
+def test_without_a_name_and_nobody_to_ask_none(tmp_path: Path) -> None:
+    assert build_broker(env_for(tmp_path)).prompter.name == "none"
+
+
+def test_a_given_front_end_wins_over_a_name(tmp_path: Path) -> None:
+    env = with_zenity(tmp_path)
+    given = choose_prompter("none", env)
+    assert build_broker(env, "zenity", prompter=given).prompter is given
+    assert build_broker(env, prompter=given).prompter is given
+
+
+def test_the_users_policy_file_audit_log_and_configuration(tmp_path: Path) -> None:
+    env = env_for(tmp_path, OLLIE_AUDIT_KEEP="3")
+    config = BrokerConfig(prompt_timeout=5)
+    broker = build_broker(env, "none", config=config)
+    assert broker.policies.path == tmp_path / "config" / "ollie" / "policies.yaml"
+    assert broker.actions.path == tmp_path / "config" / "ollie" / "action-policies.json"
+    assert broker.audit.path == tmp_path / "state" / "ollie" / "audit.jsonl"
+    assert broker.audit.keep == 3
+    assert broker.config is config
+    assert build_broker(env, "none").config == BrokerConfig()
+
+
+def test_a_resident_broker_keeps_the_whole_registry(tmp_path: Path) -> None:
+    broker = build_broker(env_for(tmp_path), "none")
+    assert broker.registry_for is None
+    assert sorted(broker.registry().tools) == ["a", "b"]
+
+
+def test_a_broker_for_one_command_looks_up_the_tool_it_is_asked_for(tmp_path: Path) -> None:
+    broker = build_broker(env_for(tmp_path), "none", resident=False)
+    assert broker.registry_for is not None
+    assert sorted(broker.registry_for("a").tools) == ["a"]
+    assert sorted(broker.registry().tools) == ["a", "b"]
