@@ -112,7 +112,9 @@ def remove_tree(path: str) -> None:
         os.chmod(path, 0o700)
     for root, dirs, _ in os.walk(path):
         for name in dirs:
-            with contextlib.suppress(OSError):
+            # ``dirs`` holds symlinks to directories too: never follow them.  Python
+            # cannot chmod a symlink itself on Linux and raises NotImplementedError.
+            with contextlib.suppress(OSError, NotImplementedError):
                 os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
     shutil.rmtree(path, ignore_errors=True)
 
