@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from registry_core.errors import NamespacesUnavailableError, SandboxError
 from registry_core.sandbox import contain as contain_module
 from registry_core.sandbox import execstep, landlock
-from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
+from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps, prepare
 from registry_core.sandbox.contain import (
     Launch,
     contain,
@@ -32,7 +33,7 @@ from registry_core.sandbox.contain import (
     unavailable_error,
 )
 from registry_core.sandbox.landlock import FILE_ONLY_ACCESS, PreparedSandbox
-from registry_core.sandbox.mounts import View
+from registry_core.sandbox.mounts import View, plan_view
 from registry_core.sandbox.native import native_execstep
 from registry_core.sandbox.profile import Access, NetworkMode
 from registry_core.sandbox.report import EnforcementReport, Gap
@@ -322,6 +323,38 @@ def test_close_closes_everything_once(tmp_path: Path) -> None:
             os.close(fd)
 
 
+def test_close_ignores_a_descriptor_already_closed(tmp_path: Path) -> None:
+    launch, write = _launch(tmp_path)
+    read = launch._status_read
+    os.close(write)
+    launch.close()  # EBADF on the write end is not an error
+    assert not _open(read)
+    assert not os.path.exists(launch.private_tmp)
+
+
+def test_close_closes_a_status_pipe_on_descriptor_0(tmp_path: Path) -> None:
+    # A dispatcher started without stdin gets descriptor 0 from pipe2().
+    saved = os.dup(0)
+    read, write = os.pipe()
+    try:
+        os.dup2(read, 0)
+        os.close(read)
+        launch = Launch(
+            ["x"],
+            (),
+            PreparedSandbox(None, EnforcementReport(0, False)),
+            View((), (), (), ()),
+            make_private_tmp(tmp_path / "base"),
+            0,
+            write,
+        )
+        launch.close()
+        assert not _open(0) and not _open(write)
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+
+
 def test_close_skips_descriptors_it_never_had(tmp_path: Path) -> None:
     private = make_private_tmp(tmp_path / "base")
     sandbox = PreparedSandbox(None, EnforcementReport(0, False))
@@ -352,20 +385,36 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
         ("/proc/self/status", Access.RO),
         ("/proc/no-such-entry", Access.RO),
         ("/proc/sys", Access.RW),
+        ("/tmp", Access.RW),
     )
     base = tmp_path / "base"
-    launch = contain(
-        rules,
-        bwrap=str(BWRAP),
-        executable="/usr/bin/true",
-        cwd=str(tmp_path),
-        private_tmp_base=base,
-        broker_socket=None,
-    )
+    with socket.socket(socket.AF_UNIX) as listening:
+        sock = tmp_path / "elevate.sock"
+        listening.bind(str(sock))
+        launch = contain(
+            rules,
+            bwrap=str(BWRAP),
+            executable="/usr/bin/true",
+            cwd=str(tmp_path),
+            private_tmp_base=base,
+            broker_socket=str(sock),
+        )
     try:
         assert launch.private_tmp.startswith(f"{base}/call-")
-        assert launch.sandbox.enforcing
-        step, step_fds, _ = exec_step()
+        step, step_fds, needs = exec_step()
+        view = plan_view(
+            rules,
+            cwd=str(tmp_path),
+            private_tmp=launch.private_tmp,
+            broker_socket=str(sock),
+            helper_paths=needs,
+        )
+        assert launch.view == view
+        assert (str(sock), str(sock)) in zip(view.args[1:], view.args[2:], strict=False)
+        # Landlock holds the view's rules on host paths: /tmp is the private one.
+        assert (launch.private_tmp, Access.RW) in [(r.path, r.access) for r in view.landlock]
+        assert launch.sandbox.enforcing and launch.sandbox.abi == ABI
+        assert launch.sandbox.report.gaps == gaps(rules, ABI, namespaces=True)
         ruleset = launch.sandbox.fd
         assert ruleset is not None
         status = launch._status_write
@@ -381,7 +430,7 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
             "--unshare-cgroup-try",
             "--die-with-parent",
             "--unshare-net",
-            *launch.view.args,
+            *view.args,
             "--",
             *step,
             str(status),
@@ -396,7 +445,7 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
             "/usr/bin/true",
         ]
         assert launch.pass_fds == (*step_fds, status, ruleset)
-        assert [r.path for r in launch.view.proc_rules] == [
+        assert [r.path for r in view.proc_rules] == [
             "/proc",
             "/proc/sys",
             "/proc/no-such-entry",
@@ -421,7 +470,7 @@ def test_a_best_effort_launch_without_landlock_passes_no_ruleset(tmp_path: Path)
     try:
         _, step_fds, _ = exec_step()
         status = launch._status_write
-        assert not launch.sandbox.enforcing
+        assert not launch.sandbox.enforcing and launch.sandbox.abi == 0
         assert launch.argv[-4:] == [str(status), "-1", "0", "/bin/sh"]
         assert launch.pass_fds == (*step_fds, status)
         done = _run(launch, "-c", "echo $$; echo hi > /tmp/f; cat /tmp/f", cwd=tmp_path)
