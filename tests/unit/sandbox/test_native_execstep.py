@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import platform
 import shutil
@@ -98,3 +99,48 @@ def test_a_missing_tool_is_127(memfd: int) -> None:
 def test_garbage_arguments_fail_closed(memfd: int) -> None:
     done, status = _run(memfd, "-1", "x", "/usr/bin/true")
     assert (done.returncode, status) == (125, b"")
+
+
+def _memfd_noexec() -> str | None:
+    try:
+        return Path("/proc/sys/vm/memfd_noexec").read_text().strip()
+    except OSError:
+        return None
+
+
+def test_it_is_made_on_x86_64_unless_executable_memfds_are_forbidden() -> None:
+    expected = X86_64 and _memfd_noexec() != "2"
+    assert native._memfd_exec_allowed() is (_memfd_noexec() != "2")
+    assert (native_execstep() is not None) is expected
+
+
+def test_it_holds_exactly_the_program_sealed_close_on_exec_and_made_once(memfd: int) -> None:
+    assert native_execstep() == memfd
+    assert os.pread(memfd, len(EXECSTEP_X86_64) + 1, 0) == EXECSTEP_X86_64
+    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+    assert fcntl.fcntl(memfd, fcntl.F_GET_SEALS) == seals
+    assert fcntl.fcntl(memfd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+    assert os.readlink(f"/proc/self/fd/{memfd}") == "/memfd:ollie-execstep (deleted)"
+
+
+def test_a_sealed_memfd_holds_all_of_a_large_payload() -> None:
+    data = bytes(range(256)) * 12289  # 3 MiB and a bit: more than one write may take
+    fd = native._sealed_memfd(data)
+    try:
+        assert os.fstat(fd).st_size == len(data)
+        assert os.pread(fd, len(data) + 1, 0) == data
+    finally:
+        os.close(fd)
+
+
+def _lowest_free_descriptor() -> int:
+    fd = os.open(os.devnull, os.O_RDONLY)
+    os.close(fd)
+    return fd
+
+
+def test_a_failed_memfd_is_closed() -> None:
+    before = _lowest_free_descriptor()
+    with pytest.raises(TypeError):
+        native._sealed_memfd("not bytes")  # type: ignore[arg-type]
+    assert _lowest_free_descriptor() == before
