@@ -1,0 +1,241 @@
+"""The remembered profile parse (registry_core.sandbox.profile_cache), field by field.
+
+Every shape ``from_json`` refuses, word for word; every key ``recall``
+compares; the file ``remember`` writes (name, mode, exact text) and what it
+leaves behind when it cannot; the parser fingerprint.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import stat
+import sys
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from registry_core.sandbox import profile_cache
+from registry_core.sandbox.profile import (
+    AdvancedSection,
+    FilesystemSection,
+    GeneralSection,
+    LogLevel,
+    NetworkSection,
+    SandboxProfile,
+)
+from registry_core.sandbox.profile_cache import (
+    cache_path,
+    fingerprint,
+    from_json,
+    recall,
+    remember,
+    to_json,
+)
+
+PROFILE = SandboxProfile(
+    name="p",
+    source="/cfg/p.yaml",
+    filesystem=FilesystemSection(("/ro",), ("/rox",), ("/rw",), ("/rwx", "/rwx2")),
+    network=NetworkSection(True, False, (8080,), (443, 80)),
+    env=("PATH", "LC_*"),
+    general=GeneralSection(True, LogLevel.DEBUG),
+    advanced=AdvancedSection(True, False, ("/opt/x",)),
+    warnings=("a warning",),
+    env_values=(("LANG", "C"), ("EMPTY", "")),
+)
+DOC: dict[str, Any] = {
+    "filesystem": [["/ro"], ["/rox"], ["/rw"], ["/rwx", "/rwx2"]],
+    "network": [True, False, [8080], [443, 80]],
+    "env": ["PATH", "LC_*"],
+    "general": [True, "debug"],
+    "advanced": [True, False, ["/opt/x"]],
+    "warnings": ["a warning"],
+    "env_values": [["LANG", "C"], ["EMPTY", ""]],
+}
+
+
+def test_the_parse_as_json_field_by_field() -> None:
+    assert to_json(PROFILE) == DOC
+    assert from_json(copy.deepcopy(DOC), name="p", source="/cfg/p.yaml") == PROFILE
+
+
+def test_the_name_and_source_are_the_callers() -> None:
+    loaded = from_json(copy.deepcopy(DOC), name="q", source="/other/q.yaml")
+    assert (loaded.name, loaded.source) == ("q", "/other/q.yaml")
+
+
+def _changed(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(DOC)
+    where: Any = doc
+    for key in path[:-1]:
+        where = where[key]
+    where[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        (("filesystem",), [[], [], []], "wrong section sizes"),
+        (("network",), [True, False, []], "wrong section sizes"),
+        (("general",), [True], "wrong section sizes"),
+        (("advanced",), [True, False], "wrong section sizes"),
+        (("env_values",), {"LANG": "C"}, "env_values: expected [name, value] pairs"),
+        (("env_values", 0), ("LANG", "C"), "env_values: expected [name, value] pairs"),
+        (("env_values", 0), ["LANG"], "env_values: expected [name, value] pairs"),
+        (("env_values", 0), ["LANG", "C", "x"], "env_values: expected [name, value] pairs"),
+        (("env_values", 1), ["EMPTY", None], "env_values: expected [name, value] pairs"),
+        (("env_values", 1), [1, ""], "env_values: expected [name, value] pairs"),
+        (("general", 1), 3, "general.log_level: expected a string"),
+        (("general", 1), "loud", "'loud' is not a valid LogLevel"),
+        (("filesystem", 0), "/ro", "expected a list of strings"),
+        (("filesystem", 3), ["/rwx", 2], "expected a list of strings"),
+        (("env",), ("PATH",), "expected a list of strings"),
+        (("warnings",), [None], "expected a list of strings"),
+        (("advanced", 2), [b"/opt"], "expected a list of strings"),
+        (("network", 2), [True], "expected a list of integers"),
+        (("network", 3), [443.0], "expected a list of integers"),
+        (("network", 3), (443,), "expected a list of integers"),
+        (("network", 0), 1, "expected a boolean"),
+        (("network", 1), None, "expected a boolean"),
+        (("general", 0), "true", "expected a boolean"),
+        (("advanced", 0), 0, "expected a boolean"),
+        (("advanced", 1), [], "expected a boolean"),
+    ],
+)
+def test_every_other_shape_is_refused_word_for_word(
+    path: tuple[str | int, ...], value: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=r".") as info:
+        from_json(_changed(path, value), name="p", source="/cfg/p.yaml")
+    assert str(info.value) == message
+
+
+def test_a_document_that_is_not_an_object_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^expected an object$"):
+        from_json([DOC], name="p", source="/cfg/p.yaml")
+
+
+# --- recall and remember ------------------------------------------------------------
+
+
+def _remembered(tmp_path: Path, text: str = "env: [PATH]\n") -> Path:
+    profile = tmp_path / "p.yaml"
+    profile.write_text(text)
+    remember(profile, text, PROFILE)
+    return profile
+
+
+def test_the_file_beside_the_profile(tmp_path: Path) -> None:
+    assert cache_path(tmp_path / "p.yaml") == tmp_path / ".p.yaml.parsed.json"
+    profile = _remembered(tmp_path)
+    file = cache_path(profile)
+    assert stat.S_IMODE(file.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".p.yaml.parsed.json", "p.yaml"]
+    doc = {
+        "format": "ollie-profile-parse",
+        "code": fingerprint(),
+        "name": "p",
+        "source": "/cfg/p.yaml",
+        "text": "env: [PATH]\n",
+        "profile": DOC,
+    }
+    assert file.read_text(encoding="utf-8") == json.dumps(doc, separators=(",", ":"))
+
+
+def test_it_is_recalled_for_exactly_that_text_name_and_source(tmp_path: Path) -> None:
+    profile = _remembered(tmp_path)
+    text = "env: [PATH]\n"
+    assert recall(profile, text, name="p", source="/cfg/p.yaml") == PROFILE
+    assert recall(profile, text + " ", name="p", source="/cfg/p.yaml") is None
+    assert recall(profile, text, name="q", source="/cfg/p.yaml") is None
+    assert recall(profile, text, name="p", source="/cfg/q.yaml") is None
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("format", "ollie-profile-parse2"), ("code", "x"), ("format", None), ("profile", [])],
+)
+def test_a_cache_of_another_format_or_parser_is_not_recalled(
+    tmp_path: Path, key: str, value: Any
+) -> None:
+    profile = _remembered(tmp_path)
+    file = cache_path(profile)
+    doc = json.loads(file.read_text())
+    doc[key] = value
+    file.write_text(json.dumps(doc))
+    assert recall(profile, "env: [PATH]\n", name="p", source="/cfg/p.yaml") is None
+
+
+@pytest.mark.parametrize("content", ["[]", "not json", '{"format": 1', "", "\xff"])
+def test_a_cache_that_is_not_an_object_is_not_recalled(tmp_path: Path, content: str) -> None:
+    profile = tmp_path / "p.yaml"
+    cache_path(profile).write_text(content, encoding="latin-1")
+    assert recall(profile, "", name="p", source=str(profile)) is None
+
+
+def test_a_cache_missing_a_section_is_not_recalled(tmp_path: Path) -> None:
+    profile = _remembered(tmp_path)
+    file = cache_path(profile)
+    doc = json.loads(file.read_text())
+    del doc["profile"]["env_values"]
+    file.write_text(json.dumps(doc))
+    assert recall(profile, "env: [PATH]\n", name="p", source="/cfg/p.yaml") is None
+
+
+def test_a_cache_over_its_limit_is_not_read(tmp_path: Path) -> None:
+    profile = _remembered(tmp_path)
+    file = cache_path(profile)
+    doc = json.loads(file.read_text())
+    padded = json.dumps(doc, separators=(",", ":"))
+    padded = padded[:-1] + " " * (profile_cache.MAX_BYTES - len(padded)) + "}"
+    file.write_text(padded)
+    assert len(padded) == 4 * 1024 * 1024
+    assert recall(profile, "env: [PATH]\n", name="p", source="/cfg/p.yaml") == PROFILE
+    file.write_text(padded[:-1] + " }")
+    assert recall(profile, "env: [PATH]\n", name="p", source="/cfg/p.yaml") is None
+
+
+def test_a_temporary_of_this_process_in_the_way_leaves_everything_alone(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    in_the_way = tmp_path / f".p.yaml.parsed.json.{os.getpid()}.tmp"
+    in_the_way.symlink_to(tmp_path / "target")
+    remember(profile, "", PROFILE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [in_the_way.name]
+    assert not (tmp_path / "target").exists()
+
+
+def test_a_cache_that_cannot_be_replaced_leaves_no_temporary(tmp_path: Path) -> None:
+    profile = tmp_path / "p.yaml"
+    cache_path(profile).mkdir()
+    (cache_path(profile) / "keep").write_text("")
+    remember(profile, "", PROFILE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".p.yaml.parsed.json"]
+
+
+def test_no_directory_to_write_in_is_no_error(tmp_path: Path) -> None:
+    remember(tmp_path / "missing" / "p.yaml", "", PROFILE)
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- the fingerprint -----------------------------------------------------------------
+
+
+def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
+    here = Path(profile_cache.__file__).resolve().parent
+    import yaml
+
+    files = [
+        here / "profile.py",
+        here / "profile_parse.py",
+        here / "yamlnodes.py",
+        Path(str(yaml.__file__)),
+    ]
+    expected = [f"ollie-profile-parse 1 {sys.version}"]
+    expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in files]
+    assert fingerprint().split("\n") == expected
+    assert fingerprint() is fingerprint()
