@@ -22,7 +22,7 @@ from registry_core.sandbox import landlock
 from registry_core.sandbox.apply import SandboxCache, gaps, prepare, sandbox_env
 from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.profile import Access, NetworkMode
-from registry_core.sandbox.report import Gap
+from registry_core.sandbox.report import EnforcementReport, Gap
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 ABI = landlock.abi_version()
@@ -314,3 +314,15 @@ def test_the_cache_detects_the_abi_once() -> None:
     assert given.abi == 0
     with pytest.raises(LandlockUnavailableError):
         given.get(make_rules())  # the given ABI, not this kernel's, decides
+
+
+def test_the_report_says_each_gap_as_feature_and_reason() -> None:
+    sandbox = prepare(make_rules(NetworkMode.UNRESTRICTED, best_effort=True), 0)
+    assert sandbox.report.unenforced == (
+        "landlock: the kernel offers no Landlock: no filesystem, network or IPC restriction",
+    )
+    assert EnforcementReport(7, True, (UDP, SOCKETS)).unenforced == (
+        "udp: UDP and other non-TCP sockets are not restricted by Landlock",
+        "unix_sockets: connect() to named Unix sockets is not restricted; only the environment "
+        "allowlist hides X11, D-Bus and ssh-agent",
+    )
