@@ -14,12 +14,13 @@ question; every way out that is not a person's "yes" is a denial.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from registry_core.elevation import messages as m
@@ -32,7 +33,13 @@ from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.decision_memo import DecisionMemo, MemoKey, memo_key
+from registry_core.elevation.decision_memo import (
+    BatchChecks,
+    DecisionMemo,
+    MemoKey,
+    Repeatable,
+    memo_key,
+)
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import (
@@ -127,6 +134,7 @@ class Broker:
         self._ids = itertools.count(1)
         self._listeners: list[Callable[[], None]] = []
         self._memo = DecisionMemo()
+        self._batch: BatchChecks | None = None
 
     # --- observers (the tray's menu and icon) ---------------------------------
 
@@ -143,8 +151,25 @@ class Broker:
 
     # --- elevate -------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Decide requests that were all read before this call as one batch: what a
+        remembered decision rests on is checked once for them (``BatchChecks``)."""
+        self._batch = BatchChecks()
+        try:
+            yield
+        finally:
+            self._batch = None
+
     def _snapshot(self, req: m.ElevateRequest) -> Registry:
-        return self.registry() if self.registry_for is None else self.registry_for(req.tool)
+        if self.registry_for is not None:
+            return self.registry_for(req.tool)
+        batch = self._batch
+        if batch is None:
+            return self.registry()
+        if batch.registry is None:
+            batch.registry = self.registry()
+        return batch.registry
 
     def _facts(
         self, req: m.ElevateRequest, requester: Requester, registry: Registry | None = None
@@ -291,16 +316,33 @@ class Broker:
         self, key: MemoKey, registry: Registry, req: m.ElevateRequest, requester: Requester
     ) -> m.DecisionReply | None:
         """``req`` decided as the remembered decision of ``key``, if that still holds."""
-        entry = self._memo.holding(key, registry, self.policies)
-        if entry is None:
+        entry = self._memo.holding(key, registry, self.policies, self._batch)
+        if entry is None or not self._record_repeat(entry, requester):
             return None
+        return entry.reply(req.id)
+
+    def repeat_frame(self, req: m.ElevateRequest, requester: Requester) -> bytes | None:
+        """The reply frame of ``req`` when :meth:`elevate_now` would repeat a remembered
+        decision from memory (recorded here as it would be there); ``None``: ask
+        :meth:`elevate_now`.  What a broker server sends without building the reply."""
+        key = None if self.closing or self.paused else memo_key(req, requester)
+        if key is None:
+            return None
+        entry = self._memo.holding(key, self._snapshot(req), self.policies, self._batch)
+        frame = None if entry is None else entry.reply_frame(req.id)
+        if entry is None or frame is None or not self._record_repeat(entry, requester):
+            return None
+        return frame
+
+    def _record_repeat(self, entry: Repeatable, requester: Requester) -> bool:
+        """A repeat's audit line and denial entry; ``False``: the general path records it."""
         line = entry.audit_line(time.time(), f"r{next(self._ids)}", requester)
         if line is None:
-            return None  # the general path writes this one
+            return False
         write_line(self.audit, line)
         if entry.decision is m.Decision.DENY:
             self._unattended(entry.tool, entry.host, DeniedBy.POLICY, entry.reason)
-        return entry.reply(req.id)
+        return True
 
     async def elevate_asked(
         self,

@@ -25,6 +25,13 @@ memo, every time.  A repeat still does everything a person or an auditor
 sees: a fresh broker request id, its own audit line (with this
 connection's requester), its denial in the desktop's list, its own reply.
 
+A broker decides the requests read in one event loop step together, after
+every read that delivered them (``server.py``).  Within such a batch the
+checks are made once (:class:`BatchChecks`): the registry snapshot is taken
+once, each executable's sha256 asked for once, ``policies.yaml`` looked at
+once; a policy changed in memory during the batch still counts at once
+(the store's change count is compared on every repeat).
+
 The key is the request's content in exact JSON text (the id aside: the bytes
 of its frame after the id when the frame memo read it, ``frame_memo.py``),
 plus whether the requester is sandboxed; entries live only for the registry
@@ -45,9 +52,14 @@ from registry_core.elevation.frame_memo import FRAME_REST
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp, PolicyStore
 from registry_core.elevation.prompter import ApprovalRequest, Remember
+from registry_core.elevation.protocol import frame_rest, with_id
 from registry_core.elevation.recording import line_parts
+from registry_core.registry import Registry
 
 MAX_ENTRIES = 512
+# The most a frame's head can take for a valid id: its version and id keys and the
+# id as JSON text (each character of a string id escaped as \uXXXX at worst).
+MAX_ID_FRAME = 64 + 12 * m.MAX_ID_LENGTH
 
 # The key's text of ``args``: exact (no float or key-order folding: two texts that
 # differ are two entries, never one entry for two contents).
@@ -72,11 +84,20 @@ class Repeatable:
     remember: str | None
     audit: LineParts
     """The audit line around its time, request id and requester (``audit_quick``)."""
+    reply_rest: bytes | None = None
+    """The reply's frame after its id (``protocol.frame_rest``; ``None``: encode it)."""
 
     def audit_line(self, time: float, request_id: str, requester: Requester) -> bytes | None:
         """This repeat's audit line (``None``: the general path must write it)."""
         requester_json = AuditRequester.from_requester(requester).json_text
         return assemble(time, request_id, self.audit, requester_json)
+
+    def reply_frame(self, request_id: m.RequestId) -> bytes | None:
+        """The frame of :meth:`reply` for ``request_id`` (a decoded request's id), or
+        ``None`` when it must be encoded."""
+        if self.reply_rest is None or len(self.reply_rest) + MAX_ID_FRAME > m.MAX_FRAME:
+            return None
+        return with_id(request_id, self.reply_rest)
 
     def reply(self, request_id: m.RequestId) -> m.DecisionReply:
         return m.DecisionReply(
@@ -111,6 +132,37 @@ def memo_key(req: m.ElevateRequest, requester: Requester) -> MemoKey | None:
     )
 
 
+def _reply_rest(reply: m.DecisionReply) -> bytes | None:
+    try:
+        return frame_rest(reply)
+    except m.MessageError:
+        return None  # encoded (and its error reported) on every repeat instead
+
+
+class BatchChecks:
+    """The checks made once for a batch of requests all read before it began."""
+
+    def __init__(self) -> None:
+        self.registry: Registry | None = None
+        """The registry snapshot of this batch (``Broker`` takes it at first use)."""
+        self._hashes: dict[str, str | None] = {}
+        self._policies_read: set[int] = set()
+
+    def sha256(self, path: str) -> str | None:
+        """The sha256 of ``path``, asked of the broker's hash cache once per batch."""
+        try:
+            return self._hashes[path]
+        except KeyError:
+            digest = self._hashes[path] = SHA256.sha256(path)
+            return digest
+
+    def holds(self, policies: PolicyStore, stamp: LookupStamp) -> bool:
+        """``policies.holds(stamp)``, the file looked at once per batch."""
+        first = id(policies) not in self._policies_read
+        self._policies_read.add(id(policies))
+        return policies.holds(stamp, refresh=first)
+
+
 class DecisionMemo:
     """The repeatable decisions of one broker, for one registry snapshot at a time."""
 
@@ -130,14 +182,26 @@ class DecisionMemo:
             return None
         return self._entries.get(key)
 
-    def holding(self, key: MemoKey, snapshot: object, policies: PolicyStore) -> Repeatable | None:
+    def holding(
+        self,
+        key: MemoKey,
+        snapshot: object,
+        policies: PolicyStore,
+        batch: BatchChecks | None = None,
+    ) -> Repeatable | None:
         """The entry for ``key`` if what it rested on still holds: the registry
         ``snapshot``, the executable's sha256 and the policies' stamp (a stale entry
-        is dropped)."""
+        is dropped); ``batch``: checked as part of that batch."""
         entry = self.get(key, snapshot)
         if entry is None:
             return None
-        if SHA256.sha256(entry.executable) != entry.sha256 or not policies.holds(entry.stamp):
+        if batch is None:
+            same = SHA256.sha256(entry.executable) == entry.sha256
+            same = same and policies.holds(entry.stamp)
+        else:
+            same = batch.sha256(entry.executable) == entry.sha256
+            same = same and batch.holds(policies, entry.stamp)
+        if not same:
             self.drop(key)
             return None
         return entry
@@ -169,6 +233,7 @@ class DecisionMemo:
             reason=reply.reason,
             remember=reply.remember,
             audit=parts,
+            reply_rest=_reply_rest(reply),
         )
         self.put(key, entry)
 

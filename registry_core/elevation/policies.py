@@ -260,10 +260,13 @@ class PolicyStore:
         self._report(pending)
         return stamp
 
-    def holds(self, stamp: LookupStamp) -> bool:
-        """Whether a lookup made after ``stamp`` was taken would still answer the same."""
+    def holds(self, stamp: LookupStamp, *, refresh: bool = True) -> bool:
+        """Whether a lookup made after ``stamp`` was taken would still answer the same.
+        ``refresh=False``: the file was looked at since the question arose (a broker's
+        batch, ``decision_memo.BatchChecks``); changes made here still count."""
         with self._lock:
-            self._refresh()
+            if refresh:
+                self._refresh()
             same = stamp.generation == self._generation
             held = same and self._clock() < stamp.wall_until
             held = held and self._monotonic() < stamp.mono_until

@@ -479,6 +479,21 @@ def _frame_head(request_id: RequestId | None) -> bytes:
     return _FRAME_HEAD + _ENCODER.encode(request_id).encode("utf-8")
 
 
+def frame_rest(message: m.Message) -> bytes | None:
+    """The bytes after the id of ``message``'s frame (:func:`encode`), for a message
+    with a valid request id; with :func:`with_id` they give the same content's frame
+    under another valid id.  ``None``: the frame does not start with its id."""
+    if not m.is_request_id(message.id):
+        return None
+    data, head = encode(message), _frame_head(message.id)
+    return data[len(head) :] if data.startswith(head) else None
+
+
+def with_id(request_id: RequestId, rest: bytes) -> bytes:
+    """The frame of a :func:`frame_rest` under ``request_id`` (a valid request id)."""
+    return _frame_head(request_id) + rest
+
+
 def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
     """One frame (compact JSON + ``\\n``) for ``message``, validated like a received one.
 

@@ -5,18 +5,22 @@ Socket safety is :mod:`registry_core.elevation.listen`'s job (0700 directory,
 connection's peer uid comes from ``SO_PEERCRED``; another uid gets a
 ``peer_uid`` error and the connection is closed.
 
-A request that needs no person (ping, status, and every decision made by
-a remembered policy, a pause, shutdown or an unknown tool) is answered as
-soon as its frame is read, without a task; one that waits for a person
+Requests are taken in batches (:meth:`BrokerServer.drain`): every frame read
+in one event loop step is decided right after that step, in the order read,
+in one synchronous pass.  A request that needs no person (ping, status, and
+every decision made by a remembered policy, a pause, shutdown or an unknown
+tool) is answered in that pass, without a task; one that waits for a person
 runs in a task of its own, so one connection may have several in flight.
 When the peer's stream ends, its unanswered requests are cancelled, which
 withdraws their questions (denied, "client gone").
 
-Audit records and replies (:meth:`BrokerServer.step`): the first decision of
-an event loop step is recorded and answered at once; the records of the
-step's further decisions are written together when the step ends, and every
-reply written meanwhile waits for that write, so no reply precedes its
-record and a busy loop writes the audit file once per step.
+A batch is decided after every read that delivered it, so what a remembered
+decision rests on (the registry snapshot, the executable's sha256, whether
+``policies.yaml`` changed) is checked once per batch (:class:`BatchChecks`
+in ``decision_memo.py``): every change made before a request was sent is
+seen by that request.  The batch's audit records go to the file in one
+``write``, and its replies leave after that write, so no reply precedes its
+record.
 
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
@@ -113,20 +117,21 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.requester is None:  # refused, or closing: nothing is read
             return
-        for item in self.decoder.feed(data):
-            self._dispatch(item)
+        items = self.decoder.feed(data)
+        if items:
+            self.server.take(self, items)
 
     def eof_received(self) -> bool | None:
-        self.server.flush()  # what is held for this peer goes out before the close
         if self.requester is not None:
-            for item in self.decoder.feed_eof():
-                self._dispatch(item)
+            self.server.take(self, self.decoder.feed_eof())
+        self.server.drain()  # this peer's requests decided, their replies out before the close
         # The peer is done sending: its unanswered requests are withdrawn, and the
         # transport closes once the replies written so far are out.
         self._cancel_tasks()
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.server.drain()  # what this peer sent is decided (and recorded) as sent
         self._cancel_tasks()
         if self.peer is not None:
             uid, pid = self.peer
@@ -170,11 +175,15 @@ class _Connection(asyncio.Protocol):
 
     def write(self, message: m.Reply) -> None:
         """Queue ``message`` at once, so what is written first arrives first (while
-        the server holds this step's audit records, after them: see ``BrokerServer``)."""
+        the server holds a batch's audit records, after them: see ``BrokerServer``)."""
         try:
             data = encode(message)
         except m.MessageError as exc:
             data = encode(m.ErrorReply(id=message.id, code=exc.code, message=exc.message))
+        self.write_frame(data)
+
+    def write_frame(self, data: bytes) -> None:
+        """Queue an encoded reply, as :meth:`write` does."""
         if self.server.holding:
             self.server.held_replies.append((self, data))
         else:
@@ -185,14 +194,13 @@ class _Connection(asyncio.Protocol):
         if transport is not None and not transport.is_closing():
             transport.write(data)
 
-    def _dispatch(self, item: m.Request | m.MessageError) -> None:
+    def dispatch(self, item: m.Request | m.MessageError) -> None:
         if isinstance(item, m.MessageError):
             self.write(item.to_reply())
             return
         assert self.peer is not None
         uid, pid = self.peer
         peers = self.server.peers
-        self.server.step()
         refused = peers.refusal(uid, pid, id(self))
         if refused is not None:
             self.server.note_refusal(refused)
@@ -202,7 +210,7 @@ class _Connection(asyncio.Protocol):
         question = self._answer_now(item)
         if question is None:
             return  # answered: it was never in flight
-        peers.start(uid, pid, id(self))  # admitted just above, in this same step
+        peers.start(uid, pid, id(self))  # admitted just above, in this same pass
         task = asyncio.create_task(question)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -223,6 +231,10 @@ class _Connection(asyncio.Protocol):
                     id=req.id, code=m.ErrorCode.SHUTTING_DOWN, message="the broker is shutting down"
                 )
             elif isinstance(req, m.ElevateRequest):
+                frame = broker.repeat_frame(req, self.requester)
+                if frame is not None:
+                    self.write_frame(frame)
+                    return None
                 first = broker.elevate_now(req, self.requester)
                 if not isinstance(first, m.DecisionReply):
                     return self._answer_later(
@@ -324,29 +336,40 @@ class BrokerServer:
         self.closed = asyncio.Event()
         self.peers = PeerBook(limits or FloodLimits())
         self._refusals = Throttle()
-        # One event loop step's decisions (see step()): the replies held back
-        # until the step's audit records are written.
+        # The requests read and not yet decided (see drain()), and while a batch is
+        # decided, the replies held back until its audit records are written.
+        self.taken: list[tuple[_Connection, m.Request | m.MessageError]] = []
         self.holding = False
         self.held_replies: list[tuple[_Connection, bytes]] = []
-        self._stepping = False
 
-    def step(self) -> None:
-        """Called before each request is answered.  The first request of an event
-        loop step is answered as before (its audit line written, then its reply);
-        from the second on, the step's audit records are kept and written in one
-        ``write`` when the step ends (:meth:`flush`), and every reply written
-        meanwhile waits for that write: no reply ever precedes its record, and a
-        busy loop writes the audit file once per step, not once per decision."""
-        if not self._stepping:
-            self._stepping = True
-            asyncio.get_running_loop().call_soon(self._end_step)
-        elif not self.holding:
-            self.holding = True
-            self.broker.audit.hold()
+    def take(self, conn: _Connection, items: list[m.Request | m.MessageError]) -> None:
+        """Requests (and bad frames) ``conn`` sent, decided with the step's others
+        right after this event loop step (:meth:`drain`)."""
+        if not self.taken:
+            asyncio.get_running_loop().call_soon(self.drain)
+        self.taken += [(conn, item) for item in items]
 
-    def _end_step(self) -> None:
-        self._stepping = False
-        self.flush()
+    def drain(self) -> None:
+        """Decide every request taken so far, in the order read, in one pass.
+
+        Every read that delivered them came before this pass, so the checks a
+        remembered decision rests on are made once for the batch (``Broker.batch``):
+        a change finished before a request was sent is seen by it.  The batch's
+        audit records are written in one ``write``, then its replies leave: no
+        reply precedes its record, and a busy loop writes the audit file once
+        per batch, not once per decision."""
+        if self.holding or not self.taken:
+            return
+        self.holding = True
+        self.broker.audit.hold()
+        try:
+            with self.broker.batch():
+                while self.taken:
+                    batch, self.taken = self.taken, []
+                    for conn, item in batch:
+                        conn.dispatch(item)
+        finally:
+            self.flush()
 
     def flush(self) -> None:
         """Write the held audit records, then the replies that waited for them."""
@@ -389,7 +412,7 @@ class BrokerServer:
 
     async def close(self) -> None:
         """Deny everything pending, close every connection, remove the socket file."""
-        self.flush()
+        self.drain()
         self.broker.begin_shutdown()
         self.closing = True
         if self._server is not None:

@@ -28,7 +28,7 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
-from registry_core.registry import RegistryLoader
+from registry_core.registry import Registry, RegistryLoader
 
 T = TypeVar("T")
 HOST = "testhost"
@@ -163,6 +163,35 @@ class Setup:
     def remember(self, tool: str, choice: Remember, kind: m.Kind = m.Kind.SANDBOX) -> None:
         exe = self.exe(tool)
         self.policies.remember(tool, kind, HOST, choice, exe, file_sha256(exe))
+
+
+class Snapshots:
+    """A registry that hands out the same snapshot until :meth:`reload`."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.setup = setup
+        self.current = setup.loader.load()
+
+    def __call__(self) -> Registry:
+        return self.current
+
+    def reload(self) -> None:
+        self.current = self.setup.loader.load()
+
+
+def live_broker(
+    setup: Setup, prompter: FakePrompter, policies: PolicyStore | None = None
+) -> tuple[Broker, Snapshots]:
+    snapshots = Snapshots(setup)
+    broker = Broker(
+        registry=snapshots,
+        prompter=prompter,
+        policies=policies or setup.policies,
+        audit=AuditLog(setup.audit_path),
+        config=BrokerConfig(host=HOST),
+        denials=setup.denials,
+    )
+    return broker, snapshots
 
 
 def run(coro_fn: Callable[[], Awaitable[T]]) -> T:

@@ -18,13 +18,20 @@ from typing import Any
 
 import pytest
 import yaml
-from core_helpers import HOST, FakePrompter, Setup, decide, run, sudo_request
+from core_helpers import (
+    HOST,
+    FakePrompter,
+    Setup,
+    decide,
+    live_broker,
+    run,
+    sudo_request,
+)
 from policy_helpers import FakeClock
 
 from registry_core.elevation import core
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.decision_memo import DecisionMemo, Repeatable, memo_key
 from registry_core.elevation.denials import DeniedBy
 from registry_core.elevation.facts import RequestFacts
@@ -33,22 +40,9 @@ from registry_core.elevation.framing import request_decoder
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp, PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
+from registry_core.elevation.protocol import encode
 from registry_core.file_lock import exclusive, lock_path_for
 from registry_core.registry import Registry
-
-
-class Snapshots:
-    """A registry that hands out the same snapshot until :meth:`reload`."""
-
-    def __init__(self, setup: Setup) -> None:
-        self.setup = setup
-        self.current = setup.loader.load()
-
-    def __call__(self) -> Registry:
-        return self.current
-
-    def reload(self) -> None:
-        self.current = self.setup.loader.load()
 
 
 @pytest.fixture
@@ -63,21 +57,6 @@ def gathered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(core, "gather_facts", counting)
     return calls
-
-
-def live_broker(
-    setup: Setup, prompter: FakePrompter, policies: PolicyStore | None = None
-) -> tuple[Broker, Snapshots]:
-    snapshots = Snapshots(setup)
-    broker = Broker(
-        registry=snapshots,
-        prompter=prompter,
-        policies=policies or setup.policies,
-        audit=AuditLog(setup.audit_path),
-        config=BrokerConfig(host=HOST),
-        denials=setup.denials,
-    )
-    return broker, snapshots
 
 
 def without_time(record: dict[str, Any]) -> dict[str, Any]:
@@ -469,3 +448,51 @@ def test_a_request_read_by_the_frame_memo_is_keyed_by_its_frames_content() -> No
     assert memo_key(first, requester(remote=True)) is None
     # The frame's bytes ride beside the fields, never in comparisons.
     assert again == dataclasses.replace(first, id="b")
+
+
+@pytest.mark.parametrize("rid", [7, -(2**53 - 1), "é", 'a"b\\c', "\u2028", "😀" * 256])
+@pytest.mark.parametrize("choice", [Remember.ALWAYS, Remember.DENY_ALWAYS])
+def test_a_repeated_frame_is_the_encoded_reply_and_is_recorded(
+    setup: Setup, rid: m.RequestId, choice: Remember
+) -> None:
+    setup.remember("greet", choice)
+    broker, _ = live_broker(setup, FakePrompter())
+
+    async def go() -> tuple[object, bytes | None, object]:
+        first = broker.elevate_now(setup.request(rid=1), setup.requester)
+        frame = broker.repeat_frame(setup.request(rid=rid), setup.requester)
+        again = broker.elevate_now(setup.request(rid=rid), setup.requester)
+        return first, frame, again
+
+    first, frame, again = run(go)
+    assert isinstance(first, m.DecisionReply) and first.by is m.DecidedBy.POLICY
+    assert isinstance(again, m.DecisionReply)
+    assert frame == encode(dataclasses.replace(first, id=rid)) == encode(again)
+    records = setup.audit()
+    assert [r["request_id"] for r in records] == ["r1", "r2", "r3"]
+    assert without_time(records[1]) == without_time(records[0]) == without_time(records[2])
+    # A repeated deny is listed for the desktop like a fresh one.
+    denied = 3 if choice is Remember.DENY_ALWAYS else 0
+    assert [d.tool for d in setup.denials.recent(10)] == ["greet"] * denied
+
+
+def test_no_frame_is_repeated_while_paused_shutting_down_or_before_a_decision(
+    setup: Setup,
+) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    broker, _ = live_broker(setup, FakePrompter())
+
+    async def go() -> list[bytes | None]:
+        seen = [broker.repeat_frame(setup.request(rid=1), setup.requester)]  # nothing learnt
+        broker.elevate_now(setup.request(rid=2), setup.requester)
+        broker.set_paused(True)
+        seen.append(broker.repeat_frame(setup.request(rid=3), setup.requester))
+        broker.set_paused(False)
+        seen.append(broker.repeat_frame(setup.request(rid=4), setup.requester))
+        broker.begin_shutdown()
+        seen.append(broker.repeat_frame(setup.request(rid=5), setup.requester))
+        return seen
+
+    seen = run(go)
+    assert [frame is not None for frame in seen] == [False, False, True, False]
+    assert [r["request_id"] for r in setup.audit()] == ["r1", "r2"]

@@ -4,11 +4,12 @@ Driven step by step on a real event loop with in-memory transports (the
 socket behind each is a real socketpair, so ``SO_PEERCRED`` and ``/proc``
 answer as for a real peer):
 
-- a request no person needs to answer is answered in the very call that
-  read it: no task, no waiting behind an open question;
-- when one event loop step answers several, their audit records go to the
-  file in one write, and no reply leaves before its own record is in the
-  file;
+- a request no person needs to answer is answered right after the event
+  loop step that read it: no task, no waiting behind an open question;
+- the requests one step read are decided together: their audit records go
+  to the file in one write, and no reply leaves before its own record is in
+  the file; what a remembered decision rests on is checked once for them,
+  after every read that delivered them;
 - a peer that stops reading its replies stops being read from.
 """
 
@@ -16,16 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import FakePrompter, Setup, run
+from core_helpers import HOST, FakePrompter, Setup, live_broker, run
 
 from registry_core.elevation.audit_file import AuditFile
+from registry_core.elevation.decision_memo import BatchChecks
 from registry_core.elevation.limits import FloodLimits
+from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import Remember
 from registry_core.elevation.server import BrokerServer, _Connection
 
@@ -99,7 +103,7 @@ def frame(setup: Setup, rid: object, tool: str = "greet", n: int = 0) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
 
-def test_a_remembered_decision_is_answered_in_the_call_that_read_it(
+def test_a_remembered_decision_is_answered_right_after_the_step_that_read_it(
     setup: Setup, pairs: list[socket.socket]
 ) -> None:
     prompter = FakePrompter(hold=True)
@@ -113,7 +117,9 @@ def test_a_remembered_decision_is_answered_in_the_call_that_read_it(
         assert len(conn.tasks) == 1
         transport.writes.clear()
         conn.data_received(frame(setup, "known", "other"))
-        # Answered before this call returned, without a task of its own.
+        assert transport.writes == []  # decided once this step's reads are all done
+        await asyncio.sleep(0)
+        # Answered in the next step, without a task of its own.
         assert [(r["id"], r["by"]) for r in transport.replies()] == [("known", "policy")]
         assert len(conn.tasks) == 1
         await conn.cancel_all()
@@ -145,8 +151,8 @@ def test_one_steps_records_are_written_at_once_and_before_their_replies(
         return clients
 
     clients = run(go)
-    # The first record of the step at once, the other 19 in one write after it.
-    assert writes == [1, 19]
+    # The step's 20 records in one write, before any reply.
+    assert writes == [20]
     for n, (_conn, transport) in enumerate(clients):
         (reply,) = transport.replies()
         assert (reply["id"], reply["decision"], reply["by"]) == (f"c{n}", "allow", "policy")
@@ -166,7 +172,7 @@ def test_held_replies_go_out_before_a_peer_that_half_closes_is_closed(
         first, _ = connect(server, setup, pairs)
         second, transport = connect(server, setup, pairs)
         first.data_received(frame(setup, "a"))
-        second.data_received(frame(setup, "b"))  # held until the step's records are out
+        second.data_received(frame(setup, "b"))  # decided with "a", after this step
         assert transport.writes == []
         if not second.eof_received():
             transport.close()  # as asyncio's transport does when eof_received says so
@@ -196,3 +202,140 @@ def test_a_peer_that_does_not_read_is_not_read_from(
         assert transport.reading is True
 
     run(go)
+
+
+class Looks:
+    """The ``lstat`` calls on the policy file and ``stat`` calls on an executable."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, policy: Path, exe: str) -> None:
+        self.policy: list[str] = []
+        self.exe: list[str] = []
+        real_lstat, real_stat = os.lstat, os.stat
+
+        def lstat(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+            if os.fspath(path) == str(policy):
+                self.policy.append(str(path))
+            return real_lstat(path, *args, **kw)
+
+        def stat(path: Any, *args: Any, **kw: Any) -> os.stat_result:
+            if os.fspath(path) == exe:
+                self.exe.append(str(path))
+            return real_stat(path, *args, **kw)
+
+        monkeypatch.setattr(os, "lstat", lstat)
+        monkeypatch.setattr(os, "stat", stat)
+
+    def clear(self) -> None:
+        self.policy.clear()
+        self.exe.clear()
+
+
+def test_a_batch_looks_at_the_policy_file_and_the_executable_once(
+    setup: Setup, pairs: list[socket.socket], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    broker, _snapshots = live_broker(setup, FakePrompter())
+    taken: list[int] = []
+    real_registry = broker.registry
+
+    def counting_registry() -> Any:
+        taken.append(1)
+        return real_registry()
+
+    broker.registry = counting_registry
+    server = BrokerServer(broker, setup.audit_path.parent / "s.sock")
+    looks = Looks(monkeypatch, setup.policy_path, setup.exe("greet"))
+
+    async def go() -> list[MemoryTransport]:
+        first, _ = connect(server, setup, pairs)
+        first.data_received(frame(setup, "learn"))
+        await asyncio.sleep(0)  # decided from the policy and remembered
+        clients = [connect(server, setup, pairs) for _ in range(20)]
+        looks.clear()
+        taken.clear()
+        for n, (conn, _transport) in enumerate(clients):
+            conn.data_received(frame(setup, f"c{n}"))
+        await asyncio.sleep(0)
+        return [transport for _conn, transport in clients]
+
+    transports = run(go)
+    for n, transport in enumerate(transports):
+        assert [(r["id"], r["by"]) for r in transport.replies()] == [(f"c{n}", "policy")]
+    # Twenty repeats, one look at each thing they rest on.
+    assert (len(looks.policy), len(looks.exe), len(taken)) == (1, 1, 1)
+    assert len(setup.audit()) == 21
+
+
+def decisions(transport: MemoryTransport) -> list[dict[str, Any]]:
+    return [reply for reply in transport.replies() if reply["op"] == "decision"]
+
+
+def test_a_revoke_between_two_reads_of_one_step_reaches_both_requests(
+    setup: Setup, pairs: list[socket.socket]
+) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    broker, _snapshots = live_broker(setup, FakePrompter())
+    server = BrokerServer(broker, setup.audit_path.parent / "s.sock")
+    other_process = PolicyStore(setup.policy_path)  # what `ollie-tools policy revoke` does
+
+    async def go() -> tuple[MemoryTransport, MemoryTransport]:
+        warm, _ = connect(server, setup, pairs)
+        warm.data_received(frame(setup, "warm"))
+        await asyncio.sleep(0)
+        (first, first_t), (second, second_t) = (connect(server, setup, pairs) for _ in range(2))
+        first.data_received(frame(setup, "a"))
+        assert other_process.revoke("greet") == 1
+        second.data_received(frame(setup, "b"))  # sent after the revoke: must see it
+        while not all(decisions(t) for t in (first_t, second_t)):
+            await asyncio.sleep(0.01)
+        return first_t, second_t
+
+    first_t, second_t = run(go)
+    # Both were decided after every read of their step: the revoke reached both,
+    # and the person (who says no here) was asked.
+    for transport, rid in ((first_t, "a"), (second_t, "b")):
+        assert [(r["id"], r["decision"], r["by"]) for r in decisions(transport)] == [
+            (rid, "deny", "user")
+        ]
+
+
+def test_a_peer_gone_with_requests_read_has_them_decided_and_recorded(
+    setup: Setup, pairs: list[socket.socket]
+) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    server = BrokerServer(setup.broker(FakePrompter()), setup.audit_path.parent / "s.sock")
+
+    async def go() -> MemoryTransport:
+        conn, transport = connect(server, setup, pairs)
+        conn.data_received(frame(setup, "a"))
+        transport.closed = True
+        conn.connection_lost(None)  # before the step ended
+        assert [r["request_id"] for r in setup.audit()] != []
+        await asyncio.sleep(0)
+        return transport
+
+    transport = run(go)
+    assert transport.writes == []  # nobody left to read it
+    (record,) = setup.audit()
+    assert (record["tool"], record["decision"], record["by"]) == ("greet", "allow", "policy")
+
+
+def test_a_policy_changed_in_memory_during_a_batch_counts_at_once(setup: Setup) -> None:
+    setup.remember("greet", Remember.ALWAYS)
+    stamp = setup.policies.lookup_stamp("greet", "sandbox", HOST)
+    batch = BatchChecks()
+    assert batch.holds(setup.policies, stamp)
+    assert setup.policies.revoke("greet") == 1  # in this process, as the tray's menu does
+    assert not batch.holds(setup.policies, stamp)
+
+
+def test_a_batch_asks_the_hash_cache_once_per_executable(setup: Setup) -> None:
+    batch = BatchChecks()
+    exe = setup.exe("greet")
+    first = batch.sha256(exe)
+    with open(exe, "a") as f:
+        f.write("# changed after the batch began\n")
+    # Within the batch: the answer of its one look (the change came after every
+    # request of the batch was sent); a new batch looks again.
+    assert batch.sha256(exe) == first
+    assert BatchChecks().sha256(exe) != first
