@@ -5,11 +5,12 @@ Socket safety is :mod:`registry_core.elevation.listen`'s job (0700 directory,
 connection's peer uid comes from ``SO_PEERCRED``; another uid gets a
 ``peer_uid`` error and the connection is closed.
 
-Requests are taken in batches (:meth:`BrokerServer.drain`): every frame read
-in one event loop step is decided right after that step, in the order read,
-in one synchronous pass.  A request that needs no person (ping, status, and
-every decision made by a remembered policy, a pause, shutdown or an unknown
-tool) is answered in that pass, without a task; one that waits for a person
+Requests are decided in batches (:meth:`BrokerServer.drain`), in the order
+read, in one synchronous pass each: the frames of an event loop step's first
+read at once, those of its further reads together when the step ends.  A
+request that needs no person (ping, status, and every decision made by a
+remembered policy, a pause, shutdown or an unknown tool) is answered in that
+pass, without a task; one that waits for a person
 runs in a task of its own, so one connection may have several in flight.
 When the peer's stream ends, its unanswered requests are cancelled, which
 withdraws their questions (denied, "client gone").
@@ -341,20 +342,30 @@ class BrokerServer:
         self.taken: list[tuple[_Connection, m.Request | m.MessageError]] = []
         self.holding = False
         self.held_replies: list[tuple[_Connection, bytes]] = []
+        self._stepping = False
 
     def take(self, conn: _Connection, items: list[m.Request | m.MessageError]) -> None:
-        """Requests (and bad frames) ``conn`` sent, decided with the step's others
-        right after this event loop step (:meth:`drain`)."""
-        if not self.taken:
-            asyncio.get_running_loop().call_soon(self.drain)
+        """Requests (and bad frames) ``conn`` sent: those of an event loop step's first
+        read are decided at once (a lone request waits for nothing); those of its
+        further reads together, when the step ends (:meth:`drain`)."""
         self.taken += [(conn, item) for item in items]
+        if not self._stepping:
+            self._stepping = True
+            asyncio.get_running_loop().call_soon(self._end_step)
+            self.drain()
+
+    def _end_step(self) -> None:
+        self._stepping = False
+        self.drain()
 
     def drain(self) -> None:
         """Decide every request taken so far, in the order read, in one pass.
 
         Every read that delivered them came before this pass, so the checks a
         remembered decision rests on are made once for the batch (``Broker.batch``):
-        a change finished before a request was sent is seen by it.  The batch's
+        a change finished before a request was sent is seen by it.  (A pass at the
+        first read of a step could not stand for the step's later reads: those may
+        deliver requests sent after a change, hence their own pass at its end.)  The batch's
         audit records are written in one ``write``, then its replies leave: no
         reply precedes its record, and a busy loop writes the audit file once
         per batch, not once per decision."""
