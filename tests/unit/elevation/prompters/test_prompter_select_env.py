@@ -1,0 +1,77 @@
+"""Which environment and terminal a chosen front-end is built with, and the exact refusal."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_prompter_select import make_env
+
+from registry_core.elevation.prompters.kdialog import KDialogPrompter
+from registry_core.elevation.prompters.select import choose_prompter, fallback_chain, is_kde
+from registry_core.elevation.prompters.terminal import DEFAULT_TTY, TerminalPrompter
+from registry_core.elevation.prompters.zenity import ZenityPrompter
+
+
+@pytest.fixture
+def tty() -> Iterator[str]:
+    master, slave = os.openpty()
+    yield os.ttyname(slave)
+    os.close(master)
+    os.close(slave)
+
+
+@pytest.mark.parametrize("name", ["kdialog", "zenity"])
+def test_a_named_dialog_front_end_uses_the_given_environment(tmp_path: Path, name: str) -> None:
+    prompter = choose_prompter(name, make_env(tmp_path, name))
+    assert prompter.available()  # found on the given PATH with the given DISPLAY
+    assert not choose_prompter(name, make_env(tmp_path, display=None)).available()
+
+
+def test_the_terminal_front_end_uses_the_given_terminal(tmp_path: Path, tty: str) -> None:
+    prompter = choose_prompter("terminal", make_env(tmp_path), tty_path=tty)
+    assert isinstance(prompter, TerminalPrompter)
+    assert prompter.tty_path == tty
+    default = choose_prompter("terminal", make_env(tmp_path))
+    assert isinstance(default, TerminalPrompter)
+    assert default.tty_path == DEFAULT_TTY == "/dev/tty"
+
+
+def test_without_an_environment_the_process_environment_is_used(
+    tmp_path: Path, tty: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = make_env(tmp_path, "zenity", "kdialog", XDG_CURRENT_DESKTOP="KDE")
+    for name in ("PATH", "DISPLAY", "XDG_CURRENT_DESKTOP"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    assert isinstance(choose_prompter("auto", tty_path=tty), KDialogPrompter)
+    assert choose_prompter("zenity").available()
+    assert [p.name for p in fallback_chain(tty_path=tty)] == ["kdialog", "zenity", "terminal"]
+    assert isinstance(choose_prompter("auto", {}, tty_path=tty), TerminalPrompter)
+    assert [p.name for p in fallback_chain({}, tty_path=tty)] == ["terminal"]
+
+
+def test_auto_without_dialogs_uses_the_given_terminal(tmp_path: Path, tty: str) -> None:
+    prompter = choose_prompter("auto", make_env(tmp_path), tty_path=tty)
+    assert isinstance(prompter, TerminalPrompter)
+    assert prompter.tty_path == tty
+
+
+def test_auto_on_kde_without_kdialog_takes_zenity(tmp_path: Path, tty: str) -> None:
+    env = make_env(tmp_path, "zenity", XDG_CURRENT_DESKTOP="KDE")
+    assert isinstance(choose_prompter("auto", env, tty_path=tty), ZenityPrompter)
+
+
+def test_an_unknown_name_is_refused_word_for_word(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^unknown front-end 'qt'") as raised:
+        choose_prompter("qt", make_env(tmp_path))
+    assert str(raised.value) == (
+        "unknown front-end 'qt': choose one of auto, terminal, kdialog, zenity, none"
+    )
+
+
+def test_kde_is_found_among_spaced_entries() -> None:
+    assert is_kde({"XDG_CURRENT_DESKTOP": "GNOME: KDE "})
+    assert not is_kde({"XDG_CURRENT_DESKTOP": ""})
