@@ -95,6 +95,7 @@ from registry_load import generate  # noqa: E402
 T = TypeVar("T")
 TARGET = 3.0  # broker p50 / echo p50
 THROUGHPUT_TARGET = 0.5  # broker requests/s / echo requests/s
+THROUGHPUT_ROUNDS = 5  # alternated broker/echo rounds; the median of each is compared
 CONCURRENT_P99 = 1.0  # seconds, each of --clients concurrent clients
 
 HOST = "benchhost"
@@ -295,7 +296,7 @@ def measure_throughput(
         return in_child(run)
 
     rates: dict[str, list[float]] = {"broker": [], "echo": []}
-    for round_ in range(3):
+    for round_ in range(THROUGHPUT_ROUNDS):
         order = ("broker", "echo") if round_ % 2 == 0 else ("echo", "broker")
         for name in order:
             rates[name].append(rate(broker_path if name == "broker" else echo_path))
