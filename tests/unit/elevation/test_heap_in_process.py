@@ -37,7 +37,8 @@ def test_collects_then_freezes_and_spaces_out_young_collections() -> None:
     del cycle
     frozen = freeze_startup_heap()
     assert alive() is None  # collected before freezing, not kept for good
-    assert frozen == gc.get_freeze_count() > 1000
+    assert frozen > 1000  # this process's modules, at least
+    assert gc.get_freeze_count() > 1000
     assert gc.get_threshold() == (YOUNG_THRESHOLD, 11, 12) == (20_000, 11, 12)
 
 
