@@ -80,3 +80,18 @@ def test_a_broker_for_one_command_looks_up_the_tool_it_is_asked_for(tmp_path: Pa
     assert broker.registry_for is not None
     assert sorted(broker.registry_for("a").tools) == ["a"]
     assert sorted(broker.registry().tools) == ["a", "b"]
+
+
+def test_executables_are_found_on_the_given_environments_path(tmp_path: Path) -> None:
+    env = env_for(tmp_path)
+    (tmp_path / "bin").mkdir()
+    mine = tmp_path / "bin" / "only-here"  # on the given PATH, not on this process's
+    mine.write_text("#!/bin/sh\n")
+    mine.chmod(0o755)
+    (tmp_path / "tools" / "only-here.meta").write_text(json.dumps({"description": "d"}))
+    resident = build_broker(env, "none")
+    assert resident.registry().tools["only-here"].executable == mine
+    one_command = build_broker(env, "none", resident=False)
+    assert one_command.registry_for is not None
+    assert one_command.registry_for("only-here").tools["only-here"].executable == mine
+    assert one_command.registry().tools["only-here"].executable == mine
