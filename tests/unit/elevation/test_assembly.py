@@ -39,7 +39,9 @@ def with_zenity(tmp_path: Path) -> dict[str, str]:
 def test_a_named_front_end_is_the_one_used(tmp_path: Path) -> None:
     env = with_zenity(tmp_path)
     assert build_broker(env, "none").prompter.name == "none"
-    assert build_broker(env, "zenity").prompter.name == "zenity"
+    zenity = build_broker(env, "zenity").prompter
+    assert zenity.name == "zenity"
+    assert zenity.available()  # it looked at the given DISPLAY and PATH, not this process's
 
 
 def test_without_a_name_the_first_front_end_that_can_ask(tmp_path: Path) -> None:

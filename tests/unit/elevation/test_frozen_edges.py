@@ -92,6 +92,12 @@ def test_keyword_only_fields_and_defaults() -> None:
     assert vars(Mixed(1, "x", c=5, d=6)) == {"a": 1, "b": "x", "c": 5, "d": 6}
     with pytest.raises(TypeError):
         Mixed(1, "x", 5)  # type: ignore[misc]
+    generated = getattr(Mixed, GENERATED_INIT)  # the dataclass's own, kept
+    assert generated.__qualname__.endswith("Mixed.__init__")
+    assert Mixed.__init__ is not generated
+    assert inspect.signature(generated) == inspect.signature(Mixed.__init__)
+    assert Mixed.__init__.__module__ == __name__
+    assert Mixed.__init__.__qualname__ == generated.__qualname__
     assert str(inspect.signature(Mixed.__init__)) == (
         "(self, a: 'int', b: 'str' = 'bee', *, c: 'int' = 3, d: 'int' = 4) -> None"
     )
