@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from registry_core import paths
 from registry_core.elevation.assembly import build_broker
 from registry_core.elevation.core import BrokerConfig
 from registry_core.elevation.prompters.select import choose_prompter
@@ -13,7 +14,7 @@ from registry_core.elevation.prompters.select import choose_prompter
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
     tools = tmp_path / "tools"
-    tools.mkdir(exist_ok=True)
+    tools.mkdir(parents=True, exist_ok=True)
     for name in ("a", "b"):
         (tools / f"{name}.meta").write_text(json.dumps({"description": f"tool {name}"}))
     return {
@@ -97,3 +98,15 @@ def test_executables_are_found_on_the_given_environments_path(tmp_path: Path) ->
     assert one_command.registry_for is not None
     assert one_command.registry_for("only-here").tools["only-here"].executable == mine
     assert one_command.registry().tools["only-here"].executable == mine
+
+
+def test_only_a_resident_broker_keeps_a_scan_cache(tmp_path: Path) -> None:
+    # The shipped examples settled long ago: the scan cache only keeps settled files.
+    shipped = str(paths.resources_dir() / "examples" / "tools")
+    resident_env = {**env_for(tmp_path / "r"), "OLLIE_TOOLS_PATH": shipped}
+    assert "greet" in build_broker(resident_env, "none").registry().tools
+    cache = tmp_path / "r" / "cache" / "ollie" / "registry"
+    assert [p.suffix for p in cache.iterdir()] == [".json"]
+    one_env = {**env_for(tmp_path / "o"), "OLLIE_TOOLS_PATH": shipped}
+    assert "greet" in build_broker(one_env, "none", resident=False).registry().tools
+    assert not (tmp_path / "o" / "cache").exists()
