@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import fcntl
 import json
+import locale
 import logging
 import os
 import re
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -509,3 +511,30 @@ def test_remember_never_raises_when_the_directory_cannot_be_made(tmp_path: Path)
         f"{path}: cannot write: [Errno 20] Not a directory: '{path.parent}'",
     ]
     assert lookup(store, "git status") == rule()
+
+
+@pytest.fixture
+def ascii_locale() -> Iterator[None]:
+    """LC_CTYPE "C" in this process: files opened without an encoding read ASCII."""
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        if locale.getpreferredencoding(False) == "UTF-8":  # Python's UTF-8 mode
+            pytest.skip("UTF-8 mode ignores the locale")
+        yield
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+
+
+@pytest.mark.usefixtures("ascii_locale")
+def test_the_rule_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """A broker started under an ASCII locale still reads a rule with non-ASCII text."""
+    path = tmp_path / "r.json"
+    path.write_text(
+        json.dumps({"version": 1, "rules": [rule(pattern="ls ü").to_json()]}, ensure_ascii=False),
+        encoding="utf-8",
+    )
+    problems: list[str] = []
+    store = ActionRuleStore(path, on_problem=problems.append)
+    assert store.rules() == [rule(pattern="ls ü")]
+    assert problems == []
