@@ -23,7 +23,12 @@ M_co = TypeVar("M_co", covariant=True)
 class Parser(Protocol[M_co]):
     """:func:`parse_request` or :func:`parse_reply`."""
 
-    def __call__(self, obj: Any, *, tree_checked: bool = False) -> M_co: ...
+    def __call__(
+        self,
+        obj: Any,
+        *,
+        tree_checked: bool = False,  # pragma: no mutate (a Protocol's: never run)
+    ) -> M_co: ...
 
 
 class FrameDecoder(Generic[M]):

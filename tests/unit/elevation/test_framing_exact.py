@@ -1,0 +1,87 @@
+"""The frame decoder's edges pinned exactly: its words, CRLF, the limit's floor (issue 16).
+
+Written against the mutants of ``framing.py``: each test failed on at least one
+of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from protocol_helpers import outcome
+from test_frame_memo import FIELDS, line
+
+from registry_core.elevation import messages as m
+from registry_core.elevation.frame_memo import FRAME_REST, FrameMemo
+from registry_core.elevation.framing import FrameDecoder, reply_decoder, request_decoder
+from registry_core.elevation.protocol import parse_reply, parse_request
+
+BAD_FRAMES = [
+    b'{"v":1,"id":1',  # ends inside the object
+    b'{"v":1,"id":1,"op":"ping",}',
+    b"garbage",
+    b'{"v":1,"id":1,"op":"ping"} x',
+]
+
+
+@pytest.mark.parametrize("bad", BAD_FRAMES)
+def test_a_crlf_frame_gets_the_lf_frames_outcome_word_for_word(bad: bytes) -> None:
+    """The CR is the line ending's, not the frame's: error columns count without it."""
+    lf = outcome(request_decoder().feed(bad + b"\n"))
+    crlf = outcome(request_decoder().feed(bad + b"\r\n"))
+    assert crlf == lf
+    assert outcome(FrameDecoder(parse_request).feed(bad + b"\r\n")) == lf
+
+
+def test_an_unterminated_object_is_reported_at_its_end_column() -> None:
+    for decoder in (request_decoder(), reply_decoder(), FrameDecoder(parse_request)):
+        assert outcome(decoder.feed(b'{"v":1,"id":1\r\n')) == [
+            ("bad_json", "invalid JSON at column 14: Expecting ',' delimiter", None)
+        ]
+
+
+def test_a_crlf_repeat_shares_the_lf_frames_memo_entry() -> None:
+    """The memo keys a frame by its bytes after the id without the line ending, so a
+    client ending lines with CRLF repeats the same entry (and decision-memo key)."""
+    memo = FrameMemo()
+    decoder = request_decoder(memo=memo)
+    [first] = decoder.feed(line(b"1", FIELDS) + b"\n")
+    [second] = decoder.feed(line(b"2", FIELDS) + b"\r\n")
+    [third] = request_decoder(memo=memo).feed(line(b"3", FIELDS) + b"\r\n")
+    assert len(memo) == 1
+    assert isinstance(first, m.ElevateRequest) and isinstance(second, m.ElevateRequest)
+    assert isinstance(third, m.ElevateRequest)
+    assert (first.id, second.id, third.id) == (1, 2, 3)
+    rest = line(b"1", FIELDS)[len(b'{"v":1,"id":1') :]
+    assert first.__dict__[FRAME_REST] == second.__dict__[FRAME_REST] == rest
+    assert third.__dict__[FRAME_REST] == rest
+
+
+def test_the_oversize_and_eof_errors_word_for_word() -> None:
+    decoder = request_decoder(max_frame=16)
+    assert outcome(decoder.feed(b"x" * 16 + b"\n")) == [
+        ("frame_too_large", "frame exceeds 16 bytes; skipped", None)
+    ]
+    assert decoder.feed(b'{"v":1,') == []
+    assert outcome(decoder.feed_eof()) == [
+        ("bad_json", "stream ended inside a frame (7 bytes without a newline)", None)
+    ]
+    decoder.feed(b"  ab \t")
+    assert outcome(decoder.feed_eof()) == [
+        ("bad_json", "stream ended inside a frame (2 bytes without a newline)", None)
+    ]
+
+
+def test_the_smallest_limit_holds_one_byte_and_the_newline() -> None:
+    decoder: FrameDecoder[Any] = FrameDecoder(parse_reply, max_frame=2)
+    assert outcome(decoder.feed(b"1\n")) == [
+        ("bad_json", "a frame must hold a JSON object, got 1", None)
+    ]
+    assert outcome(decoder.feed(b"12\n")) == [
+        ("frame_too_large", "frame exceeds 2 bytes; skipped", None)
+    ]
+    with pytest.raises(
+        ValueError, match=r"^max_frame must leave room for one byte and the newline$"
+    ):
+        FrameDecoder(parse_reply, max_frame=1)
