@@ -35,7 +35,7 @@ from registry_core.elevation.protocol import encode
 from registry_core.errors import BrokerUnavailableError
 
 CONNECT_TIMEOUT = 5.0
-"""Seconds to connect (a stopped broker's full backlog makes connect wait)."""
+"""Seconds to connect (a stopped broker's full backlog makes connect wait; see ``_connect``)."""
 REPLY_TIMEOUT = 10.0
 """Seconds for the reply to a request no person answers (ping, status, sudo_result)."""
 APPROVAL_WAIT = 300.0
@@ -77,6 +77,34 @@ def _connect_error(path: Path, exc: OSError, timeout: float) -> BrokerUnavailabl
     return BrokerUnavailableError(f"no broker on {path}: {exc.strerror or exc}")
 
 
+def _connect(path: Path, timeout: float) -> socket.socket:
+    """A socket connected to ``path`` within ``timeout`` seconds.
+
+    A listening socket whose queue of connections is full (a broker stopped, or
+    swamped) refuses a connect with a timeout at once with ``EAGAIN``, where a
+    blocking one would wait for room: wait here, trying again, until the deadline
+    (then ``TimeoutError``)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.005
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(str(path))
+        except BlockingIOError as exc:  # EAGAIN: the listen queue is full
+            sock.close()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(errno.EAGAIN, "the listen queue stayed full") from exc
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.1)
+            continue
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+
 class BrokerClient:
     def __init__(
         self,
@@ -87,12 +115,9 @@ class BrokerClient:
     ) -> None:
         self.path = path
         self.timeout = REPLY_TIMEOUT if timeout is None else timeout
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._sock.settimeout(connect_timeout)
         try:
-            self._sock.connect(str(path))
+            self._sock = _connect(path, connect_timeout)
         except OSError as exc:
-            self._sock.close()
             raise _connect_error(path, exc, connect_timeout) from exc
         # The server must be us too: a socket another user planted (e.g. in a
         # /tmp fallback runtime directory) could otherwise forge approvals.

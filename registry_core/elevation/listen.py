@@ -63,11 +63,13 @@ def prepare_socket_dir(path: Path) -> None:
 
 
 def socket_is_live(path: Path, timeout: float = 1.0) -> bool:
-    """Does something accept connections on ``path``?"""
+    """Does something listen on ``path`` (accepting, or with a full queue)?"""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.settimeout(timeout)
     try:
         probe.connect(str(path))
+    except BlockingIOError:  # EAGAIN: a listener whose queue is full (stopped, swamped)
+        return True
     except OSError:
         return False
     finally:

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from registry_core.elevation import listen
-from registry_core.elevation.listen import BrokerAlreadyRunningError, bind_socket
+from registry_core.elevation.listen import BrokerAlreadyRunningError, bind_socket, socket_is_live
 
 
 def _stale(path: Path) -> None:
@@ -117,3 +120,43 @@ def test_bind_waits_for_the_start_up_lock_and_then_finds_the_winner(tmp_path: Pa
         other.stdin.write("done\n")
         other.stdin.close()
         other.wait(10)
+
+
+@contextlib.contextmanager
+def full_backlog(path: Path) -> Iterator[socket.socket]:
+    """A listening socket that never accepts, its queue of connections full (a broker
+    stopped with SIGSTOP under a burst of clients)."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    queued: list[socket.socket] = []
+    try:
+        server.bind(str(path))
+        server.listen(0)
+        for _ in range(64):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.setblocking(False)
+            queued.append(client)
+            try:
+                client.connect(str(path))
+            except BlockingIOError:
+                break
+        else:
+            pytest.fail("the backlog never filled")
+        yield server
+    finally:
+        for client in queued:
+            client.close()
+        server.close()
+
+
+def test_a_listener_whose_queue_is_full_is_live(tmp_path: Path) -> None:
+    """Its connect fails at once with EAGAIN (not ECONNREFUSED, a stale socket's): was
+    taken for stale, and a starting broker replaced the socket of a stopped one."""
+    path = tmp_path / "s"
+    with full_backlog(path):
+        started = time.monotonic()
+        assert socket_is_live(path, timeout=0.2) is True
+        assert time.monotonic() - started < 5
+        inode = os.lstat(path).st_ino
+        with pytest.raises(BrokerAlreadyRunningError):
+            bind_socket(path)
+        assert os.lstat(path).st_ino == inode
