@@ -85,3 +85,19 @@ def test_the_smallest_limit_holds_one_byte_and_the_newline() -> None:
         ValueError, match=r"^max_frame must leave room for one byte and the newline$"
     ):
         FrameDecoder(parse_reply, max_frame=1)
+
+
+def test_a_frame_of_exactly_the_limit_is_accepted_when_it_arrives_in_pieces() -> None:
+    """The byte-by-byte path counts the newline once, like the one-read path."""
+    decoder: FrameDecoder[Any] = FrameDecoder(parse_reply, max_frame=2)
+    assert decoder.feed(b"1") == []
+    assert outcome(decoder.feed(b"\n")) == [
+        ("bad_json", "a frame must hold a JSON object, got 1", None)
+    ]
+    ping = b'{"v":1,"id":1,"op":"ping"}\n'
+    exact = request_decoder(max_frame=len(ping))
+    assert exact.feed(ping[:5]) == []
+    assert exact.feed(ping[5:] + ping) == [m.PingRequest(id=1), m.PingRequest(id=1)]
+    assert outcome(exact.feed(b" " + ping)) == [
+        ("frame_too_large", f"frame exceeds {len(ping)} bytes; skipped", None)
+    ]
