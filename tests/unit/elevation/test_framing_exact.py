@@ -101,3 +101,10 @@ def test_a_frame_of_exactly_the_limit_is_accepted_when_it_arrives_in_pieces() ->
     assert outcome(exact.feed(b" " + ping)) == [
         ("frame_too_large", f"frame exceeds {len(ping)} bytes; skipped", None)
     ]
+
+
+def test_both_decoders_take_the_limit_they_are_given() -> None:
+    for decoder in (reply_decoder(max_frame=16), request_decoder(max_frame=16)):
+        assert outcome(decoder.feed(b'{"v":1,"id":1234567}\n')) == [
+            ("frame_too_large", "frame exceeds 16 bytes; skipped", None)
+        ]
