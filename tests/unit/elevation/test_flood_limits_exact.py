@@ -284,3 +284,18 @@ def test_caps_of_one_admit_exactly_one() -> None:
     assert book.start(1000, 10, conn=2) == "too many requests pending from pid 10 (limit 1)"
     assert book.start(1000, 12, conn=3) == "too many requests pending for uid 1000 (limit 1)"
     assert book.start(1001, 11, conn=4) is None
+
+
+def test_other_loop_errors_go_to_the_previous_handler_with_their_loop() -> None:
+    heard: list[tuple[asyncio.AbstractEventLoop, dict[str, Any]]] = []
+    handler = QuietAcceptErrors(
+        logging.getLogger("flood-exact"), lambda loop, context: heard.append((loop, context))
+    )
+    loop = asyncio.new_event_loop()
+    try:
+        other = {"message": "Task exception was never retrieved"}
+        handler(loop, other)
+        handler(loop, accept_context())
+        assert heard == [(loop, other)]
+    finally:
+        loop.close()
