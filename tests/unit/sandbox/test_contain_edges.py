@@ -88,6 +88,15 @@ def test_find_bwrap_falls_back_to_the_system_directories(env: dict[str, str]) ->
     assert find_bwrap(env) == BWRAP
 
 
+@needs_bwrap
+def test_the_fall_back_is_the_system_directories_not_this_process_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _executable(tmp_path / "bin", "bwrap")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert find_bwrap({"PATH": "/nonexistent"}) == BWRAP
+
+
 def test_the_missing_bwrap_gap_word_for_word() -> None:
     assert missing_bwrap_gap() == Gap(
         "namespaces",
