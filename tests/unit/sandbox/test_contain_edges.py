@@ -234,6 +234,24 @@ def test_remove_tree_removes_what_the_tool_locked_itself_out_of(shared_dir: Path
     remove_tree(str(shared_dir / "absent"))  # nothing there: no error
 
 
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to leave a directory of another user")
+def test_remove_tree_goes_on_past_a_directory_it_may_not_chmod(shared_dir: Path) -> None:
+    tree = shared_dir / "call"
+    tree.mkdir()
+    (tree / "theirs").mkdir(mode=0o755)  # root's: the unprivileged child may not chmod it
+    os.chown(tree, 65534, 65534)
+
+    def remove() -> None:
+        (tree / "mine").mkdir()
+        (tree / "mine" / "f").write_text("x")
+        (tree / "mine").chmod(0)
+        remove_tree(str(tree))
+        if os.path.lexists(tree):
+            raise AssertionError("left behind")
+
+    _unprivileged(remove)
+
+
 def test_remove_tree_leaves_a_symlinked_directory_and_its_mode_alone(tmp_path: Path) -> None:
     # A tool may leave a symlink to any directory in its /tmp; removing the
     # tree must neither fail on it nor chmod (or empty) its target.
@@ -460,6 +478,43 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
             "/proc/no-such-entry",
             "/proc/self/status",
         ]
+    finally:
+        launch.close()
+
+
+@needs_bwrap
+def test_the_python_exec_step_gets_its_interpreter_in_the_view(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(contain_module, "native_execstep", lambda: None)
+    rules = _rules(best_effort=True)  # no rule names the interpreter
+    launch = contain(
+        rules,
+        bwrap=str(BWRAP),
+        executable="/usr/bin/true",
+        cwd=str(tmp_path),
+        private_tmp_base=tmp_path / "base",
+        broker_socket=None,
+        abi=0,
+    )
+    try:
+        _, needs = interpreter()
+        expected = plan_view(
+            rules,
+            cwd=str(tmp_path),
+            private_tmp=launch.private_tmp,
+            broker_socket=None,
+            helper_paths=needs,
+        )
+        assert launch.view == expected
+        assert (
+            os.path.realpath(sys.base_prefix) in expected.args or sys.base_prefix in expected.args
+        )
+        if "mutmut" in Path(execstep.__file__).read_text(encoding="utf-8"):
+            return  # mutmut's rewritten exec step cannot run under -I -S
+        done = _run(launch, cwd=tmp_path)
+        assert (done.returncode, done.stderr) == (0, b"")
+        launch.check(done.stderr)
     finally:
         launch.close()
 
