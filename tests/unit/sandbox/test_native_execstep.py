@@ -7,6 +7,7 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,38 @@ def test_a_failed_memfd_is_closed() -> None:
     with pytest.raises(TypeError):
         native._sealed_memfd("not bytes")  # type: ignore[arg-type]
     assert _lowest_free_descriptor() == before
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bwrap to show another sysctl")
+@pytest.mark.parametrize(
+    ("sysctl", "expected"),
+    [(" 2\n", "False None"), ("1\n", "True made"), (None, "True made")],
+)
+def test_what_vm_memfd_noexec_says_decides(
+    tmp_path: Path, sysctl: str | None, expected: str
+) -> None:
+    # A private mount view shows this process another vm.memfd_noexec (or none at
+    # all, as before Linux 6.3) without touching the machine's.
+    if sysctl is None:
+        view = ["--tmpfs", "/proc/sys"]
+    else:
+        (tmp_path / "memfd_noexec").write_text(sysctl)
+        view = ["--ro-bind", str(tmp_path / "memfd_noexec"), "/proc/sys/vm/memfd_noexec"]
+    code = (
+        "from registry_core.sandbox import native\n"
+        "fd = native.native_execstep()\n"
+        "print(native._memfd_exec_allowed(), 'None' if fd is None else 'made')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        ["bwrap", "--dev-bind", "/", "/", *view, sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    if not X86_64:
+        expected = expected.replace("made", "None")
+    assert done.stdout == expected + "\n"
