@@ -180,3 +180,44 @@ def test_what_vm_memfd_noexec_says_decides(
     if not X86_64:
         expected = expected.replace("made", "None")
     assert done.stdout == expected + "\n"
+
+
+@pytest.mark.skipif(
+    os.getuid() != 0 or shutil.which("unshare") is None or _memfd_noexec() is None,
+    reason="needs root, unshare and a kernel with vm.memfd_noexec (6.3+)",
+)
+def test_a_kernel_refusing_executable_memfds_still_gets_a_sealed_one(tmp_path: Path) -> None:
+    # vm.memfd_noexec is per PID namespace: 2 in a fresh one refuses MFD_EXEC
+    # (as a kernel before 6.3 refuses the unknown flag), so the plain memfd is made.
+    code = (
+        "import fcntl, os\n"
+        "from registry_core.sandbox import native\n"
+        "fd = native._sealed_memfd(b'payload')\n"
+        "print(os.readlink(f'/proc/self/fd/{fd}'), os.pread(fd, 99, 0),\n"
+        "      fcntl.fcntl(fd, fcntl.F_GET_SEALS) & native._SEALS == native._SEALS,\n"
+        "      bool(fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC))\n"
+    )
+    script = tmp_path / "probe.py"
+    script.write_text(code)
+    before = _memfd_noexec()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [
+            "unshare",
+            "--pid",
+            "--fork",
+            "sh",
+            "-c",
+            'echo 2 > /proc/sys/vm/memfd_noexec && exec "$0" "$1"',
+            sys.executable,
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "/memfd:ollie-execstep (deleted) b'payload' True True\n"
+    assert _memfd_noexec() == before  # the machine's own setting is untouched
