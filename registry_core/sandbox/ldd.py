@@ -20,6 +20,12 @@ class LddResult:
     missing: tuple[str, ...] = ()
 
 
+def _without_address(text: str) -> str:
+    """``/path (0x7f...)`` without its load address; the path itself may hold `` (``."""
+    head, found, tail = text.rpartition(" (0x")
+    return head if found and tail.endswith(")") else text
+
+
 def parse_ldd_output(text: str) -> LddResult:
     """Parse ``ldd`` output: ``name => /path (0x..)`` and bare ``/path (0x..)`` lines."""
     libraries: list[str] = []
@@ -32,9 +38,9 @@ def parse_ldd_output(text: str) -> LddResult:
             if target.startswith("not found"):
                 missing.append(name.strip())
                 continue
-            path = target.split(" (", 1)[0].strip()
+            path = _without_address(target).strip()
         else:
-            path = line.split(" (", 1)[0].strip()
+            path = _without_address(line).strip()
         if path.startswith("/") and path not in libraries:
             libraries.append(path)
     return LddResult(tuple(libraries), tuple(missing))

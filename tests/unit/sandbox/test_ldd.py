@@ -165,3 +165,20 @@ def test_a_hung_ldd_is_an_error_word_for_word(tmp_path: Path) -> None:
         LddResolver(fake)(str(target))
     assert str(info.value) == "ldd timed out after 10 s"
     assert isinstance(info.value.__cause__, subprocess.TimeoutExpired)
+
+
+def test_a_library_path_holding_spaces_or_parentheses_is_kept_whole() -> None:
+    # Only the trailing " (0x...)" is ldd's load address: a path that holds " ("
+    # must not be cut to a shorter path (which would grant a different directory).
+    text = (
+        "\tlibx.so => /opt/my libs/libx.so (0x00007f0000001000)\n"
+        "\tliby.so => /opt/a (b)/liby.so (0x00007f0000002000)\n"
+        "\t/opt/c (d)/ld.so (0x00007f0000003000)\n"
+        "\tlibz.so => /opt/e (f)/libz.so\n"
+    )
+    assert parse_ldd_output(text).libraries == (
+        "/opt/my libs/libx.so",
+        "/opt/a (b)/liby.so",
+        "/opt/c (d)/ld.so",
+        "/opt/e (f)/libz.so",
+    )
