@@ -39,7 +39,7 @@ class LockTimeoutError(OllieError):
         self.timeout = timeout
         super().__init__(
             f"could not lock {path} within {timeout:g} s: another process holds it "
-            "(a running ollie-tray, ollie-broker or ollie-tools policy)"
+            "(a running ollie-tray, ollie-broker or ollie-tools)"
         )
 
 

@@ -38,7 +38,8 @@ from typing import Any
 from registry_core.elevation.messages import Decision, PatternKind
 from registry_core.elevation.policy_file import DURATIONS, move_aside, write_atomic
 from registry_core.elevation.prompter import ActionDetails, Remember
-from registry_core.errors import PolicyError
+from registry_core.errors import OllieError, PolicyError
+from registry_core.file_lock import DEFAULT_TIMEOUT, exclusive, lock_path_for
 
 _log = logging.getLogger(__name__)
 _SHELL_SPECIAL = set(";&|<>`$(){}\n\r*?[]~!#\\\"'")
@@ -154,8 +155,10 @@ class ActionRuleStore:
         path: Path,
         clock: Callable[[], float] = time.time,
         on_problem: Callable[[str], None] | None = None,
+        lock_timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self.path = Path(path)
+        self.lock_timeout = lock_timeout
         self.problems: list[str] = []
         self._clock = clock
         self._on_problem = on_problem
@@ -198,14 +201,31 @@ class ActionRuleStore:
             return
         self._file, self._stamp = rules, stamp
 
-    def _save(self) -> None:
+    def _locked(self) -> contextlib.AbstractContextManager[None]:
+        """The cross-process lock beside the file, held across read, change and
+        rename (the one :mod:`registry_core.file_lock` gives ``policies.yaml``);
+        raises ``OSError`` or :class:`~registry_core.file_lock.LockTimeoutError`."""
+        return exclusive(lock_path_for(self.path), self.lock_timeout)
+
+    def _reload_locked(self) -> None:
+        """Read the file afresh (under the lock: another process may have written it
+        within our stamp's resolution)."""
+        self._stamp = None
+        self._reload()
+
+    def _write(self) -> None:
+        """Write the stored rules (under the lock); raises ``OSError``/``PolicyError``."""
         doc = {"version": FILE_VERSION, "rules": [rule.to_json() for rule in self._file]}
         text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
-        try:  # always under _locked, which made the directory
-            write_atomic(self.path, text)
-            st = os.stat(self.path)
-            self._stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        write_atomic(self.path, text)
+        st = os.stat(self.path)
+        self._stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _save(self) -> None:
+        try:
+            self._write()
         except (OSError, PolicyError) as exc:
+            self._stamp = None  # what is in memory is not what the file holds
             self._problem(f"{self.path}: cannot write: {exc}")
 
     def rules(self) -> list[ActionRule]:
@@ -242,9 +262,8 @@ class ActionRuleStore:
                 for want, have in ((agent, rule.agent), (tool, rule.tool), (pattern, rule.pattern))
             )
 
-        with self._lock, _locked(self.path):
-            self._stamp = None
-            self._reload()
+        with self._lock, self._locked():
+            self._reload_locked()
             dropped = [r for r in self._file if chosen(r)]
             if dropped:
                 self._file = [r for r in self._file if not chosen(r)]
@@ -257,9 +276,8 @@ class ActionRuleStore:
         """Drop exactly these rules (by agent, tool, pattern kind and pattern), stored or
         of this session; returns what was dropped (a rule already gone is skipped)."""
         keys = {rule.key() for rule in rules}
-        with self._lock, _locked(self.path):
-            self._stamp = None
-            self._reload()
+        with self._lock, self._locked():
+            self._reload_locked()
             dropped = [r for r in self._file if r.key() in keys]
             if dropped:
                 self._file = [r for r in self._file if r.key() not in keys]
@@ -295,26 +313,15 @@ class ActionRuleStore:
                 self._session[rule.key()] = rule
                 return rule
             self._session.pop(rule.key(), None)
-            self._reload()
-            self._file = [r for r in self._file if r.key() != rule.key()]
-            self._file.append(rule)
             try:
-                with _locked(self.path):
-                    self._save()
-            except OSError as exc:  # no lock (no directory): kept in memory, reported
-                self._problem(f"{self.path}: cannot write: {exc}")
+                with self._locked():
+                    self._reload_locked()
+                    self._file = [r for r in self._file if r.key() != rule.key()]
+                    self._file.append(rule)
+                    self._write()
+            except (OSError, OllieError) as exc:  # no lock, no directory, a full disk...
+                self._file = [r for r in self._file if r.key() != rule.key()]
+                self._stamp = None  # read the file again next time
+                self._session[rule.key()] = rule
+                self._problem(f"{self.path}: cannot write: {exc}; kept for this session only")
         return rule
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Any:
-    """A cross-process lock beside the file for its read-modify-write."""
-    import fcntl
-
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

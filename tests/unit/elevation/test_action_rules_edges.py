@@ -468,9 +468,11 @@ def test_a_rule_file_that_cannot_be_written_is_reported(tmp_path: Path) -> None:
     assert problems == [
         f"{path}: [Errno 21] Is a directory: '{path}'; could not be moved aside: "
         f"too many corrupt copies of {path}",
-        f"{path}: cannot write: cannot write {path}: Is a directory",
+        f"{path}: cannot write: cannot write {path}: Is a directory; kept for this session only",
     ]
-    assert store.rules() == []  # the directory is still there: nothing was stored
+    # The directory is still there: nothing was stored, the choice lasts for this process.
+    assert store.rules() == [stored]
+    assert path.is_dir()
 
 
 def test_the_lock_beside_the_file_is_held_across_processes(tmp_path: Path) -> None:
@@ -507,8 +509,8 @@ def test_remember_never_raises_when_the_directory_cannot_be_made(tmp_path: Path)
     stored = store.remember("cc", "Bash", PatternKind.PROGRAM, "git", Remember.ALWAYS)
     assert stored == rule()
     assert problems == [
-        f"{path}: cannot read: Not a directory",
-        f"{path}: cannot write: [Errno 20] Not a directory: '{path.parent}'",
+        f"{path}: cannot write: [Errno 20] Not a directory: '{path.parent}'; "
+        "kept for this session only",
     ]
     assert lookup(store, "git status") == rule()
 
