@@ -241,6 +241,9 @@ def test_an_unrestricted_network_is_not_handled(listeners: tuple[int, int]) -> N
     with prepare(rules, ABI) as sandbox:
         done = _run(sandbox, CONNECT, str(allowed), str(other))
         assert done.stdout == f"{allowed} connected\n{other} connected\n", done.stderr
+        free, _ = _free_ports()
+        done = _run(sandbox, BIND, str(free))
+        assert done.stdout == f"{free} bound\n", done.stderr
 
 
 @needs_landlock
@@ -255,6 +258,64 @@ def test_path_rules_are_added_with_their_access(tmp_path: Path) -> None:
         done = _run(sandbox, script, str(tmp_path / "f"))
         assert done.stdout == "x\n"
         assert "PermissionError" in done.stderr
+
+
+@needs_landlock
+def test_abi_1_builds_a_ruleset_that_denies_what_no_rule_allows(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    rules = make_rules(NetworkMode.UNRESTRICTED, paths=tuple(RUN))
+    with prepare(rules, 1) as sandbox:
+        assert (sandbox.enforcing, sandbox.report.abi) == (True, 1)
+        script = "import sys; open(sys.argv[1])"
+        done = _run(sandbox, script, str(tmp_path / "f"))
+        assert "PermissionError" in done.stderr
+
+
+@needs_landlock
+def test_children_may_not_signal_processes_outside_the_sandbox() -> None:
+    if ABI < 6:
+        pytest.skip("scoping needs Landlock ABI 6")
+    script = """
+import os, sys
+for pid in (int(sys.argv[1]), os.getpid()):
+    try:
+        os.kill(pid, 0)
+        print("signalled")
+    except OSError as exc:
+        print(exc.errno)
+"""
+    outside = subprocess.Popen(["sleep", "60"])
+    try:
+        with prepare(make_rules(NetworkMode.UNRESTRICTED, paths=tuple(RUN)), ABI) as sandbox:
+            done = _run(sandbox, script, str(outside.pid))
+        assert done.stdout == f"{errno.EPERM}\nsignalled\n", done.stderr
+    finally:
+        outside.kill()
+        outside.wait()
+
+
+@needs_landlock
+def test_prepare_reports_the_socket_gap_of_a_call_in_namespaces() -> None:
+    if ABI < 6:
+        pytest.skip("older ABIs have more gaps")
+    rules = make_rules(NetworkMode.UNRESTRICTED)
+    with prepare(rules, ABI, namespaces=True) as sandbox:
+        assert sandbox.report.gaps == (SOCKETS_IN_NAMESPACES,)
+    with prepare(rules, ABI) as sandbox:
+        assert sandbox.report.gaps == (SOCKETS,)
+
+
+@needs_landlock
+def test_a_rule_the_kernel_refuses_is_an_error_word_for_word() -> None:
+    # A namespace file lives on nsfs, which Landlock refuses to hold a rule for.
+    rules = make_rules(NetworkMode.UNRESTRICTED, paths=("/proc/self/ns/net",))
+    with pytest.raises(SandboxError) as info:
+        prepare(rules, ABI)
+    assert str(info.value) == (
+        "cannot add a Landlock rule: [Errno 77] File descriptor in bad state"
+    )
+    assert isinstance(info.value.__cause__, OSError)
+    assert info.value.__cause__.errno == errno.EBADFD
 
 
 def _lowest_free_descriptor() -> int:
@@ -305,6 +366,20 @@ def test_the_cache_evicts_the_least_recently_used() -> None:
     assert cache.get(one) is first
     cache.close()
     assert first.closed
+
+
+def test_the_cache_holds_32_by_default_and_at_least_one() -> None:
+    cache = SandboxCache(abi=0)
+    made = [cache.get(make_rules(best_effort=True, paths=(f"/{n}",))) for n in range(33)]
+    assert len(cache) == 32
+    assert [s.closed for s in made] == [True] + [False] * 32
+    cache.close()
+    single = SandboxCache(max_entries=1, abi=0)
+    first = single.get(make_rules(best_effort=True, paths=("/a",)))
+    assert single.get(make_rules(best_effort=True, paths=("/a",))) is first
+    assert len(single) == 1
+    with pytest.raises(ValueError, match=r"\Amax_entries must be at least 1\Z"):
+        SandboxCache(max_entries=0)
 
 
 def test_the_cache_detects_the_abi_once() -> None:
