@@ -141,6 +141,24 @@ def audit_file(env: Mapping[str, str]) -> Path:
     return state_home(env) / "ollie" / "audit.jsonl"
 
 
+def which(name: str, search: str) -> str | None:
+    """The first executable regular file called ``name`` in the colon-separated
+    ``search`` directories, as ``shutil.which`` finds a bare name -- without
+    importing :mod:`shutil` on an agent's call path.
+
+    Only absolute directories are searched: an empty or relative ``PATH`` entry
+    would resolve against the working directory, where a tool's or an agent's
+    files could stand in for ``bwrap`` or ``ollie-askpass``.
+    """
+    for directory in dict.fromkeys(search.split(os.pathsep)):
+        if not os.path.isabs(directory):
+            continue
+        candidate = os.path.join(directory, name)
+        if os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
 def resources_dir() -> Path:
     """The repository's / installation's ``resources`` directory."""
     here = Path(__file__).resolve().parent

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, TextIO
 
 from registry_core.cli.jsonout import write_json
 from registry_core.errors import (
@@ -20,8 +21,24 @@ from registry_core.errors import (
 from registry_core.paths import tools_path
 from registry_core.registry import RegistryLoader
 
+if TYPE_CHECKING:
+    import argparse
+
 EXIT_USAGE = 2
 EXIT_DENIED = 77
+
+# The options of ``call``: what argparse is given in :func:`register` and what
+# :func:`fast_parse` accepts, from this one table.
+DEFAULTS: dict[str, Any] = {
+    "args": None,
+    "profile": "default",
+    "timeout": 60.0,
+    "elevated": False,
+    "json": False,
+    "verbose": False,
+}
+_VALUED = {"--args": ("args", str), "--profile": ("profile", str), "--timeout": ("timeout", float)}
+_FLAGS = {"--elevated": "elevated", "--json": "json", "-v": "verbose", "--verbose": "verbose"}
 
 
 class UsageError(Exception):
@@ -110,6 +127,56 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     return exit_status(result.exit_code)
 
 
+def fast_parse(argv: Sequence[str]) -> SimpleNamespace | None:
+    """The arguments of ``ollie-tools call ARGV`` as argparse would parse them, or
+    ``None`` when ``argv`` is anything but the plain form (then argparse parses it
+    and gives help and errors).
+
+    An agent's call starts without importing and building argparse.  Accepted:
+    one tool name not starting with ``-``; each option of :data:`_VALUED` at most
+    once, as ``--opt VALUE`` or ``--opt=VALUE`` with a value that is ``-`` or does
+    not start with ``-``; each flag of :data:`_FLAGS`.  Anything else -- help,
+    ``--``, abbreviations, repeats, a value argparse might read as an option, a
+    ``--timeout`` that is not a number -- is left to argparse.
+    ``tests/unit/cli/test_call_fast_parse.py`` holds it to argparse's answers.
+    """
+    found: dict[str, Any] = {}
+    name: str | None = None
+    words = iter(argv)
+    for word in words:
+        if not word.startswith("-"):
+            if name is not None:
+                return None
+            name = word
+            continue
+        option, eq, value = word.partition("=")
+        if option in _FLAGS and not eq:
+            dest = _FLAGS[option]
+        elif option in _VALUED:
+            dest, kind = _VALUED[option]
+            if not eq:
+                following = next(words, None)
+                if following is None:
+                    return None
+                value = following
+            if value.startswith("-") and value != "-":
+                return None
+        else:
+            return None
+        if dest in found:
+            return None
+        if option in _FLAGS:
+            found[dest] = True
+        else:
+            try:
+                found[dest] = kind(value)
+            except ValueError:
+                return None
+    if name is None:
+        return None
+    return SimpleNamespace(command="call", name=name, **{**DEFAULTS, **found}, func=cmd_call)
+
+
 def exit_status(code: int) -> int:
     """The tool's status; killed by signal N (``-N`` from subprocess) → 128 + N, as shells do.
 
@@ -126,11 +193,13 @@ def register(sub: Any) -> None:
         metavar="JSON|@FILE|-",
         help="the call's arguments: inline JSON, @file, or - for stdin (default {})",
     )
-    p.add_argument("--profile", default="default", help="sandbox profile name (default: default)")
+    p.add_argument(
+        "--profile", default=DEFAULTS["profile"], help="sandbox profile name (default: default)"
+    )
     p.add_argument(
         "--timeout",
         type=float,
-        default=60.0,
+        default=DEFAULTS["timeout"],
         help="seconds for each part of the call: the wait for a person's approval (when the "
         "tool needs elevation; the broker gets 10 s more to answer, then the call is denied) "
         "and then the tool's run (then it is killed); default 60",

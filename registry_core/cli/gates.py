@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core.dispatch import ElevationGate
 from registry_core.elevation.lazygate import LazyGate
+from registry_core.paths import which
 
 # protocol.md §6.2: what an elevate request's ``host`` may hold.
 _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
@@ -37,4 +37,4 @@ def askpass_program() -> str | None:
     sibling = Path(sys.executable).parent / "ollie-askpass"
     if sibling.is_file():
         return str(sibling)
-    return shutil.which("ollie-askpass")
+    return which("ollie-askpass", os.environ.get("PATH", os.defpath))

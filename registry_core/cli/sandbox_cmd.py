@@ -12,14 +12,9 @@ from registry_core.cli.jsonout import write_json
 def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     from registry_core.errors import UnsafeWorkingDirectoryError
     from registry_core.paths import elevate_socket, tools_path
-    from registry_core.sandbox import (
-        abi_version,
-        describe,
-        effective_rules,
-        format_text,
-        load_profile,
-    )
+    from registry_core.sandbox import abi_version, effective_rules, load_profile
     from registry_core.sandbox.contain import find_bwrap
+    from registry_core.sandbox.describe import describe, format_text
     from registry_core.sandbox.mounts import TMP
     from registry_core.sandbox.workdir import check_working_directory
 

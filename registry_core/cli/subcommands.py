@@ -1,12 +1,14 @@
-"""Running an ``argparse`` program whose subcommands are ``func(args, env, out) -> int``."""
+"""Running a program whose subcommands are ``func(args, env, out) -> int``."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def run_subcommand(
@@ -21,12 +23,22 @@ def run_subcommand(
     An exception of ``failures`` is printed as ``PROG: message`` and exits with
     ``failed``; a closed output pipe (``| head``) is not an error.
     """
-    args = parser.parse_args(argv)
+    return run_parsed(parser.prog, parser.parse_args(argv), out, failures, failed)
+
+
+def run_parsed(
+    prog: str,
+    args: Any,
+    out: TextIO | None,
+    failures: tuple[type[Exception], ...],
+    failed: int = 1,
+) -> int:
+    """Run ``args.func`` of arguments already parsed (see :func:`run_subcommand`)."""
     try:
         code: int = args.func(args, dict(os.environ), out or sys.stdout)
     except BrokenPipeError:
         return 0
     except failures as exc:
-        print(f"{parser.prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return failed
     return code

@@ -7,20 +7,23 @@ Exit codes: 0 success, 1 a requested thing is missing or has errors,
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, TypeVar
+from typing import TYPE_CHECKING, TextIO, TypeVar
 
 from registry_core.cli.jsonout import write_json
-from registry_core.cli.subcommands import run_subcommand
+from registry_core.cli.subcommands import run_parsed, run_subcommand
 from registry_core.errors import OllieError, ToolChangedError
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
 
+if TYPE_CHECKING:
+    import argparse
+
 EXIT_USAGE = 2
+PROG = "ollie-tools"
 
 T = TypeVar("T")
 
@@ -115,8 +118,10 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; given the ``command`` about to run, only the modules it needs."""
-    parser = argparse.ArgumentParser(
-        prog="ollie-tools",
+    from registry_core.cli.argparser import Parser
+
+    parser = Parser(
+        prog=PROG,
         description="Inspect and call Ollie tools (.meta sidecars on $OLLIE_TOOLS_PATH).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -152,6 +157,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
+    if words and words[0] == "call":  # an agent's call: parsed without building argparse
+        from registry_core.cli.call_cmd import fast_parse
+
+        args = fast_parse(words[1:])
+        if args is not None:
+            return run_parsed(PROG, args, out, (OllieError,))
     return run_subcommand(build_parser(_command(words)), words, out, (OllieError,))
 
 

@@ -10,42 +10,80 @@ Typical use by a dispatcher (one :class:`SandboxCache` per program)::
 
 Modules: :mod:`.profile` (YAML, validation), :mod:`.rules` (templates),
 :mod:`.ldd`, :mod:`.landlock` (ctypes syscalls), :mod:`.apply` (ruleset and
-environment), :mod:`.describe` (``ollie-tools sandbox show``).
+environment), :mod:`.describe` (``ollie-tools sandbox show``; import its
+functions from it: the package's ``describe`` is that module).
+
+Names are imported lazily (PEP 562): ``ollie-tools call`` loads only the
+modules a sandboxed call needs (never :mod:`.describe` or the YAML parser).
 """
 
 from __future__ import annotations
 
-from registry_core.sandbox.apply import (
-    ACCESS_RIGHTS,
-    ALWAYS_PASSED,
-    SandboxCache,
-    gaps,
-    prepare,
-    sandbox_env,
-)
-from registry_core.sandbox.describe import describe, format_text
-from registry_core.sandbox.landlock import PreparedSandbox, abi_version
-from registry_core.sandbox.ldd import LddResolver, LddResult
-from registry_core.sandbox.profile import (
-    Access,
-    LogLevel,
-    NetworkMode,
-    SandboxProfile,
-    install_default_profile,
-    load_profile,
-    load_profile_file,
-    parse_profile,
-    parse_profile_text,
-)
-from registry_core.sandbox.report import EnforcementReport, Gap, SkippedPath
-from registry_core.sandbox.rules import (
-    EffectiveRules,
-    NetworkPolicy,
-    PathRule,
-    effective_rules,
-    expand_path,
-    with_command,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from registry_core.sandbox.apply import (
+        ACCESS_RIGHTS,
+        ALWAYS_PASSED,
+        SandboxCache,
+        gaps,
+        prepare,
+        sandbox_env,
+    )
+    from registry_core.sandbox.landlock import PreparedSandbox, abi_version
+    from registry_core.sandbox.ldd import LddResolver, LddResult
+    from registry_core.sandbox.profile import (
+        Access,
+        LogLevel,
+        NetworkMode,
+        SandboxProfile,
+        install_default_profile,
+        load_profile,
+        load_profile_file,
+        parse_profile,
+        parse_profile_text,
+    )
+    from registry_core.sandbox.report import EnforcementReport, Gap, SkippedPath
+    from registry_core.sandbox.rules import (
+        EffectiveRules,
+        NetworkPolicy,
+        PathRule,
+        effective_rules,
+        expand_path,
+        with_command,
+    )
+
+_WHERE = {
+    "ACCESS_RIGHTS": "apply",
+    "ALWAYS_PASSED": "apply",
+    "SandboxCache": "apply",
+    "gaps": "apply",
+    "prepare": "apply",
+    "sandbox_env": "apply",
+    "PreparedSandbox": "landlock",
+    "abi_version": "landlock",
+    "LddResolver": "ldd",
+    "LddResult": "ldd",
+    "Access": "profile",
+    "LogLevel": "profile",
+    "NetworkMode": "profile",
+    "SandboxProfile": "profile",
+    "install_default_profile": "profile",
+    "load_profile": "profile",
+    "load_profile_file": "profile",
+    "parse_profile": "profile",
+    "parse_profile_text": "profile",
+    "EnforcementReport": "report",
+    "Gap": "report",
+    "SkippedPath": "report",
+    "EffectiveRules": "rules",
+    "NetworkPolicy": "rules",
+    "PathRule": "rules",
+    "effective_rules": "rules",
+    "expand_path": "rules",
+    "with_command": "rules",
+}
 
 __all__ = [
     "ACCESS_RIGHTS",
@@ -65,10 +103,8 @@ __all__ = [
     "SandboxProfile",
     "SkippedPath",
     "abi_version",
-    "describe",
     "effective_rules",
     "expand_path",
-    "format_text",
     "gaps",
     "install_default_profile",
     "load_profile",
@@ -79,3 +115,12 @@ __all__ = [
     "sandbox_env",
     "with_command",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'registry_core.sandbox' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"registry_core.sandbox.{module}"), name)
+    globals()[name] = value  # found once
+    return value

@@ -20,17 +20,17 @@ kills every process of a PID namespace when its init exits;
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
-import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from registry_core.errors import NamespacesUnavailableError, SandboxError
+from registry_core.paths import which
 from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
@@ -54,9 +54,7 @@ _NAMESPACES = (
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:
     """The ``bwrap`` program on the dispatcher's ``PATH`` (or the system's), if any."""
-    return shutil.which("bwrap", path=env.get("PATH") or _SYSTEM_DIRS) or shutil.which(
-        "bwrap", path=_SYSTEM_DIRS
-    )
+    return which("bwrap", env.get("PATH") or _SYSTEM_DIRS) or which("bwrap", _SYSTEM_DIRS)
 
 
 def missing_bwrap_gap() -> Gap:
@@ -99,24 +97,61 @@ def make_private_tmp(base: Path) -> str:
             raise SandboxError(
                 f"{base} is not a directory of this user; refusing to put private /tmp there"
             )
-        return tempfile.mkdtemp(prefix="call-", dir=base)
+        return _fresh_dir(base)
     except OSError as exc:
         raise SandboxError(
             f"cannot create the call's private /tmp under {base}: {exc.strerror or exc}"
         ) from exc
 
 
+def _fresh_dir(base: Path) -> str:
+    """Create ``base/call-<random>`` (0700, never an existing name) and return its
+    absolute path: ``tempfile.mkdtemp``'s guarantee, without importing it."""
+    for _ in range(100):
+        candidate = os.path.abspath(os.path.join(base, f"call-{os.urandom(6).hex()}"))
+        try:
+            os.mkdir(candidate, 0o700)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(errno.EEXIST, "no unused name for a private /tmp", str(base))
+
+
 def remove_tree(path: str) -> None:
     """Remove ``path`` even where the tool took its own permissions away (chmod 000)."""
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
+    try:
+        os.rmdir(path)  # the usual case: the tool left its /tmp empty
+        return
+    except FileNotFoundError:
+        return
+    except OSError:
+        pass
     for root, dirs, _ in os.walk(path):
         for name in dirs:
             # ``dirs`` holds symlinks to directories too: never follow them.  Python
             # cannot chmod a symlink itself on Linux and raises NotImplementedError.
             with contextlib.suppress(OSError, NotImplementedError):
                 os.chmod(os.path.join(root, name), 0o700, follow_symlinks=False)
-    shutil.rmtree(path, ignore_errors=True)
+    # Bottom-up through directory descriptors (``os.fwalk`` never follows a symlink),
+    # skipping what cannot be removed, as ``shutil.rmtree(ignore_errors=True)`` does,
+    # without importing shutil on every call whose tool left a file behind.
+    with contextlib.suppress(OSError):
+        for _, dirs, files, fd in os.fwalk(path, topdown=False):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
+            for name in dirs:
+                try:
+                    os.rmdir(name, dir_fd=fd)
+                except NotADirectoryError:  # a symlink to a directory: the link goes
+                    with contextlib.suppress(OSError):
+                        os.unlink(name, dir_fd=fd)
+                except OSError:
+                    pass
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 @dataclass
