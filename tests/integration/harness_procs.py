@@ -23,3 +23,19 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
             proc.kill()
             proc.wait(timeout)
     return proc.returncode
+
+
+def run_together(argvs: list[list[str]], timeout: float = 600.0) -> list[int]:
+    """Start every command, then release them at once (each waits for a line on
+    stdin first); their exit statuses, in order."""
+    procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, text=True) for argv in argvs]
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    codes = []
+    for proc in procs:
+        codes.append(proc.wait(timeout=timeout))
+        assert proc.stdin is not None
+        proc.stdin.close()
+    return codes

@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from harness_procs import run_together
 
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.messages import PatternKind
@@ -47,22 +48,8 @@ _WRITER = textwrap.dedent(
 
 def test_three_writer_processes_lose_no_action_rule(tmp_path: Path) -> None:
     path = tmp_path / "config" / "action-policies.json"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), f"w{i}", str(ROUNDS)],
-            stdin=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(WRITERS)
-    ]
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        assert proc.wait(timeout=600) == 0
-        assert proc.stdin is not None
-        proc.stdin.close()
+    argv = [sys.executable, "-c", _WRITER, str(path)]
+    assert run_together([[*argv, f"w{i}", str(ROUNDS)] for i in range(WRITERS)]) == [0] * WRITERS
     rules = json.loads(path.read_text())["rules"]
     patterns = {r["pattern"] for r in rules}
     expected = {f"w{i}-{n}" for i in range(WRITERS) for n in range(ROUNDS)}

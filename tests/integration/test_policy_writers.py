@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from harness_procs import run_together
 
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.policies import PolicyStore
@@ -51,22 +52,8 @@ _WRITER = textwrap.dedent(
 
 def test_three_writer_processes_lose_no_rule(tmp_path: Path) -> None:
     path = tmp_path / "config" / "policies.yaml"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", _WRITER, str(path), f"w{i}", str(ROUNDS)],
-            stdin=subprocess.PIPE,
-            text=True,
-        )
-        for i in range(WRITERS)
-    ]
-    for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
-    for proc in procs:
-        assert proc.wait(timeout=600) == 0
-        assert proc.stdin is not None
-        proc.stdin.close()
+    argv = [sys.executable, "-c", _WRITER, str(path)]
+    assert run_together([[*argv, f"w{i}", str(ROUNDS)] for i in range(WRITERS)]) == [0] * WRITERS
     entries = yaml.safe_load(path.read_text())["policies"]
     names = {e["tool"] for e in entries}
     expected = {f"w{i}-{n}" for i in range(WRITERS) for n in range(ROUNDS)}
