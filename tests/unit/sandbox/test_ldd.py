@@ -182,3 +182,20 @@ def test_a_library_path_holding_spaces_or_parentheses_is_kept_whole() -> None:
         "/opt/c (d)/ld.so",
         "/opt/e (f)/libz.so",
     )
+
+
+def test_only_the_last_load_address_is_cut_and_only_one_ending_the_line() -> None:
+    # A path may itself hold " (0x" or "=>", and a path without a load address may
+    # end in ")": each is kept whole.
+    text = (
+        "\tliba.so => /opt/x (0x1)/liba.so (0x00007f0000001000)\n"
+        "\tlibb.so => /opt/y=>z/libb.so (0x00007f0000002000)\n"
+        "\tlibc.so => /opt/lib (c)\n"
+        "\t/opt/odd (0x2\n"
+    )
+    assert parse_ldd_output(text).libraries == (
+        "/opt/x (0x1)/liba.so",
+        "/opt/y=>z/libb.so",
+        "/opt/lib (c)",
+        "/opt/odd (0x2",
+    )
