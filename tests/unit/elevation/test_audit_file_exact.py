@@ -304,3 +304,92 @@ def test_blank_lines_are_not_lines(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     path.write_bytes(b"first\n\n  \nsecond\n\n")
     assert list(lines_backwards(path)) == [b"second", b"first"]
+
+
+def test_an_older_file_of_ours_is_made_private_before_a_write(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(b"old\n")
+    path.chmod(0o644)
+    audit = AuditFile(path)
+    audit.append(b"new\n", NOW)
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert path.read_bytes() == b"old\nnew\n"
+    audit.close()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="only root can give a file to another user")
+def test_a_file_of_another_user_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(b"old\n")
+    path.chmod(0o644)
+    os.chown(path, 1, 1)
+    audit = AuditFile(path)
+    audit.append(b"new\n", NOW)
+    assert os.stat(path).st_mode & 0o777 == 0o644
+    assert path.read_bytes() == b"old\nnew\n"
+    audit.close()
+
+
+def test_a_fifo_with_a_reader_is_refused_by_its_type(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    os.mkfifo(path)
+    reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        audit = AuditFile(path)
+        with pytest.raises(AuditError) as caught:
+            audit.append(b"x\n", NOW)
+        assert str(caught.value) == f"cannot open {path}: not a regular file (a FIFO)"
+        assert caught.value.reason == "not a regular file (a FIFO)"
+        assert _open_count(path) == 1  # the writer's descriptor was closed again
+        assert os.read(reader, 10) == b""
+    finally:
+        os.close(reader)
+
+
+def test_a_symlink_at_the_path_is_not_followed(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(AuditError) as caught:
+        AuditFile(path).append(b"x\n", NOW)
+    assert str(caught.value) == (
+        f"cannot open {path}: not a regular file (a symbolic link, not followed)"
+    )
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_file_removed_or_replaced_is_opened_again_by_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    audit = AuditFile(path)
+    audit.append(b"one\n", NOW)
+    path.unlink()
+    audit.append(b"two\n", NOW)
+    assert path.read_bytes() == b"two\n"
+    other = tmp_path / "other"
+    other.write_bytes(b"other\n")
+    os.rename(other, path)
+    audit.append(b"three\n", NOW)
+    assert path.read_bytes() == b"other\nthree\n"
+    assert _open_count(path) == 1
+    audit.close()
+    assert _open_count(path) == 0
+    audit.append(b"four\n", NOW)  # a closed file opens again
+    assert path.read_bytes() == b"other\nthree\nfour\n"
+    audit.close()
+
+
+def test_lines_are_read_back_across_blocks(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    lines = [b"%05d" % n + b"." * (n % 97) for n in range(3000)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert path.stat().st_size > 2 * 64 * 1024
+    assert list(lines_backwards(path)) == lines[::-1]
+
+
+def test_an_over_long_line_is_read_as_one_corrupt_line(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    huge = b"h" * (5 * MAX_LINE)
+    path.write_bytes(b"first\n" + huge + b"\nlast\n")
+    got = list(lines_backwards(path))
+    assert [got[0], got[2]] == [b"last", b"first"]
+    assert len(got) == 3
+    assert got[1] != huge and len(got[1]) < 2 * MAX_LINE
