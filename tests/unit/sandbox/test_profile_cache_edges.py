@@ -8,10 +8,12 @@ leaves behind when it cannot; the parser fingerprint.
 from __future__ import annotations
 
 import copy
+import importlib.machinery
 import json
 import os
 import stat
 import sys
+import types
 import zlib
 from pathlib import Path
 from typing import Any
@@ -239,3 +241,35 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
     expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in files]
     assert fingerprint().split("\n") == expected
     assert fingerprint() is fingerprint()
+
+
+def _own_files() -> list[Path]:
+    here = Path(profile_cache.__file__).resolve().parent
+    return [here / "profile.py", here / "profile_parse.py", here / "yamlnodes.py"]
+
+
+def test_without_pyyaml_the_fingerprint_names_only_this_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A None entry in sys.modules makes the import system report yaml as absent.
+    monkeypatch.setitem(sys.modules, "yaml", None)
+    monkeypatch.setattr(profile_cache, "_FINGERPRINT", [])
+    expected = [f"ollie-profile-parse 1 {sys.version}"]
+    expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in _own_files()]
+    assert fingerprint().split("\n") == expected
+
+
+def test_a_parser_file_that_cannot_be_read_is_named_unreadable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # yaml as loaded from a file that is gone since: its spec still names the file.
+    gone = tmp_path / "gone" / "__init__.py"
+    loaded = types.ModuleType("yaml")
+    loaded.__spec__ = importlib.machinery.ModuleSpec("yaml", None, origin=str(gone))
+    monkeypatch.setitem(sys.modules, "yaml", loaded)
+    monkeypatch.setattr(profile_cache, "_FINGERPRINT", [])
+    lines = fingerprint().split("\n")
+    assert lines[1:] == [
+        *(f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in _own_files()),
+        f"{gone}:unreadable",
+    ]
