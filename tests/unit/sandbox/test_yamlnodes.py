@@ -114,6 +114,15 @@ def test_a_quoted_merge_key_is_a_plain_key() -> None:
     assert list(entries) == ["<<"]
 
 
+def test_an_error_inside_a_merged_mapping_names_the_merging_key() -> None:
+    with pytest.raises(NodeError) as twice:
+        mapping("k", entry("k:\n  <<: {a: 1, a: 2}\n"))
+    assert str(twice.value) == "k.a: key defined twice, got 'a' (line 2)"
+    with pytest.raises(NodeError) as listed:
+        mapping("k", entry("k:\n  <<: {[a]: 1}\n"))
+    assert str(listed.value) == "k: mapping keys must be plain words, got a list (line 2)"
+
+
 @pytest.mark.parametrize("value", ["1", "[1, {a: 1}]"])
 def test_a_merge_of_anything_but_mappings_is_refused(value: str) -> None:
     with pytest.raises(NodeError) as info:
