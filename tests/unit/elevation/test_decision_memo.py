@@ -32,7 +32,9 @@ from policy_helpers import FakeClock
 from registry_core.elevation import core
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.decision_memo import DecisionMemo, Repeatable, memo_key
+from registry_core.elevation.audit_file import MAX_LINE
+from registry_core.elevation.core import Broker, BrokerConfig
+from registry_core.elevation.decision_memo import MAX_ID_FRAME, DecisionMemo, Repeatable, memo_key
 from registry_core.elevation.denials import DeniedBy
 from registry_core.elevation.facts import RequestFacts
 from registry_core.elevation.frame_memo import FRAME_REST, FrameMemo
@@ -40,7 +42,7 @@ from registry_core.elevation.framing import request_decoder
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import LookupStamp, PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
-from registry_core.elevation.protocol import encode
+from registry_core.elevation.protocol import encode, with_id
 from registry_core.file_lock import exclusive, lock_path_for
 from registry_core.registry import Registry
 
@@ -496,3 +498,91 @@ def test_no_frame_is_repeated_while_paused_shutting_down_or_before_a_decision(
     seen = run(go)
     assert [frame is not None for frame in seen] == [False, False, True, False]
     assert [r["request_id"] for r in setup.audit()] == ["r1", "r2"]
+
+
+# --- where a repeat gives way to the general path ------------------------------------
+
+
+def test_a_reply_frame_is_reused_only_while_the_longest_id_keeps_it_within_a_frame() -> None:
+    longest_id = "😀" * m.MAX_ID_LENGTH  # every code point a surrogate pair: 12 bytes escaped
+    longest_head = len(with_id(longest_id, b""))
+    assert longest_head <= MAX_ID_FRAME
+    fits = b"x" * (m.MAX_FRAME - MAX_ID_FRAME)
+    assert dataclasses.replace(entry(object()), reply_rest=fits).reply_frame(longest_id) == (
+        with_id(longest_id, fits)
+    )
+    assert len(with_id(longest_id, fits)) <= m.MAX_FRAME
+    too_long = fits + b"x"  # could exceed the limit under some valid id: encoded instead
+    assert dataclasses.replace(entry(object()), reply_rest=too_long).reply_frame(7) is None
+    # A reply whose frame could not be made when it was learnt is encoded every time.
+    assert entry(object()).reply_rest is None
+    assert entry(object()).reply_frame(7) is None
+
+
+def test_a_repeat_whose_audit_line_is_too_long_to_assemble_is_recorded_by_the_general_path(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A requester's command line longer than an audit line: the repeat's quick line
+    cannot be made, so the request is decided and recorded as a fresh one is (once),
+    and inside a batch the memo's checks still read ``policies.yaml`` once."""
+    setup.remember("greet", Remember.ALWAYS)
+    broker, _ = live_broker(setup, FakePrompter())
+    long = dataclasses.replace(setup.requester, cmdline=("agent", "x" * MAX_LINE))
+    refreshes: list[bool] = []
+    real_holds = setup.policies.holds
+
+    def holds(stamp: LookupStamp, *, refresh: bool = True) -> bool:
+        refreshes.append(refresh)
+        return real_holds(stamp, refresh=refresh)
+
+    async def go() -> tuple[bytes | None, m.Reply]:
+        broker.elevate_now(setup.request(rid=1), setup.requester)  # learnt
+        monkeypatch.setattr(setup.policies, "holds", holds)
+        with broker.batch():
+            frame = broker.repeat_frame(setup.request(rid=2), long)
+            return frame, broker.elevate_now(setup.request(rid=2), long)
+
+    frame, reply = run(go)
+    assert frame is None
+    assert isinstance(reply, m.DecisionReply)
+    assert (reply.id, reply.by, reply.decision) == (2, m.DecidedBy.POLICY, m.Decision.ALLOW)
+    records = setup.audit()
+    assert len(records) == 2  # one line for the request, however many repeats declined
+    assert records[1]["request_id"] != records[0]["request_id"]
+    assert records[1]["requester"]["cmdline"][0] == "agent"
+    assert records[1]["reason"] == records[0]["reason"]
+    # repeat_frame's check read the file; elevate_now's, in the same batch, did not.
+    assert refreshes[:2] == [True, False]
+
+
+def test_a_per_tool_registry_is_asked_for_the_requested_tool_before_a_repeat(
+    setup: Setup,
+) -> None:
+    """A broker that loads one tool's registry per request (``registry_for``, the
+    non-resident broker) gives the memo that registry as its snapshot."""
+    setup.remember("greet", Remember.ALWAYS)
+    snapshot = setup.loader.load()
+    asked: list[str] = []
+
+    def registry_for(tool: str) -> Registry:
+        asked.append(tool)
+        return snapshot
+
+    broker = Broker(
+        registry=setup.loader.load,
+        registry_for=registry_for,
+        prompter=FakePrompter(),
+        policies=setup.policies,
+        audit=AuditLog(setup.audit_path),
+        config=BrokerConfig(host=HOST),
+        denials=setup.denials,
+    )
+
+    async def go() -> tuple[m.Reply, bytes | None]:
+        first = broker.elevate_now(setup.request(rid=1), setup.requester)
+        return first, broker.repeat_frame(setup.request(rid=2), setup.requester)
+
+    first, frame = run(go)
+    assert isinstance(first, m.DecisionReply)
+    assert frame == encode(dataclasses.replace(first, id=2))
+    assert asked == ["greet", "greet"]
