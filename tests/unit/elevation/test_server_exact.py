@@ -164,6 +164,7 @@ def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
             f"too many requests pending for uid {ME} (limit 1)",
         ),
     ],
+    ids=["connection", "process", "uid"],
 )
 def test_a_request_beyond_a_cap_is_refused_in_words_until_one_is_answered(
     setup: Setup,
@@ -251,6 +252,7 @@ def test_a_requester_that_leaves_withdraws_its_question(setup: Setup, base: Path
         ),
         (FloodLimits(connections_per_uid=1), f"too many connections for uid {ME} (limit 1)"),
     ],
+    ids=["process", "uid"],
 )
 def test_a_connection_beyond_a_cap_gets_its_error_and_is_closed(
     setup: Setup, base: Path, caplog: pytest.LogCaptureFixture, caps: FloodLimits, words: str
