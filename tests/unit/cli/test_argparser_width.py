@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import io
-import sys
+import types
 
 import pytest
 
+from registry_core.cli import argparser
 from registry_core.cli.argparser import HelpFormatter, Parser, terminal_columns
 from registry_core.cli.tools import build_parser
 
@@ -22,9 +23,12 @@ def test_no_usable_columns_and_no_terminal_is_80(
     monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
     monkeypatch.setenv("COLUMNS", value)
-    monkeypatch.setattr(sys, "__stdout__", io.StringIO())  # no file descriptor
+    # The module's view of sys is replaced, never sys itself: other code (a test
+    # runner's progress printer, say) may write to the real sys.__stdout__ meanwhile.
+    fake_sys = types.SimpleNamespace(__stdout__=io.StringIO())  # no file descriptor
+    monkeypatch.setattr(argparser, "sys", fake_sys)
     assert terminal_columns() == 80
-    monkeypatch.setattr(sys, "__stdout__", None)
+    fake_sys.__stdout__ = None
     assert terminal_columns() == 80
 
 
