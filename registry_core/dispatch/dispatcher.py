@@ -255,7 +255,10 @@ class Dispatcher:
         stdout = decode(result.stdout, result.stdout_dropped, options.limit)
         stderr = decode(result.stderr, result.stderr_dropped, options.limit)
         if result.timed_out:
-            stderr = (stderr + "\n" if stderr else "") + f"timed out after {options.timeout:g} s"
+            # On a line of its own, after the tool's last line (ended or not).
+            if stderr and not stderr.endswith("\n"):
+                stderr += "\n"
+            stderr += f"timed out after {options.timeout:g} s"
         blocks, structured = content_blocks(stdout, stderr, result)
         return CallResult(
             tool=tool.name,

@@ -1,0 +1,744 @@
+"""The dispatcher pinned exactly (issue 16): every refusal word for word, both sandbox paths.
+
+Runs the real :class:`Dispatcher` on small tools in an isolated environment
+(see dispatch_helpers.py): the Landlock-only path (the ``find_bwrap`` hook
+answering ``None``) and the namespace path with a real and a failing
+``bwrap``, the rules cache on real profile files, an elevated call, and
+``sudo`` after approval through a ``sudo`` stand-in on ``PATH`` (a real child
+process that records what it was given and then runs the tool, or answers as
+sudo does when the password is wrong or missing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dispatch_helpers import ECHO, ENV_DUMP, MARKER, FakeGate, Stack
+
+from registry_core import paths
+from registry_core.dispatch import (
+    Authorization,
+    CallOptions,
+    Dispatcher,
+    ElevationRequest,
+    Kind,
+    validate_args,
+)
+from registry_core.dispatch import dispatcher as dispatcher_module
+from registry_core.dispatch.dispatcher import RulesCache, sandbox_path
+from registry_core.errors import (
+    ArgumentsError,
+    BrokerSocketExposedError,
+    ElevationDeniedError,
+    ExecutableError,
+    NamespacesUnavailableError,
+    ProfileError,
+    SandboxError,
+    UnsafeWorkingDirectoryError,
+)
+from registry_core.registry import Registry
+from registry_core.registry.model import Status, Tool
+from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule
+from registry_core.sandbox.profile import MAX_PROFILE_BYTES, NetworkMode
+
+NO_NAMESPACES = (
+    "namespaces: bwrap (bubblewrap) is not installed: the session D-Bus, X11, ssh-agent, "
+    "tmux and every other socket in /tmp and /run/user stay reachable, the real /tmp is "
+    "shared, and processes may outlive the call"
+)
+
+# --- validate_args: every refusal word for word ----------------------------------------
+
+SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["path", "mode"],
+    "properties": {
+        "zeta": {"type": "integer"},
+        "path": {"type": "string"},
+        "mode": {"enum": ["fast", "slow"]},
+        "alpha": {"type": "integer"},
+        "name": {"type": "string", "pattern": "^[a-z]+$"},
+    },
+}
+
+
+def _tool(stack: Stack, schema: dict[str, Any] = SCHEMA, name: str = "strict") -> Tool:
+    stack.tool(name, MARKER, args=schema)
+    return stack.registry().get(name)
+
+
+def _refusal(tool: Tool, args: Any) -> ArgumentsError:
+    with pytest.raises(ArgumentsError) as caught:
+        validate_args(tool, args)
+    return caught.value
+
+
+@pytest.mark.parametrize("args", [[1, 2], "text", None, 3])
+def test_arguments_that_are_not_an_object(stack: Stack, args: Any) -> None:
+    error = _refusal(_tool(stack), args)
+    assert (error.tool, error.field, error.message) == (
+        "strict",
+        "(arguments)",
+        "must be a JSON object",
+    )
+    assert str(error) == "strict: invalid argument (arguments): must be a JSON object"
+
+
+def test_a_missing_property_names_the_first_one_missing(stack: Stack) -> None:
+    error = _refusal(_tool(stack), {"path": "p"})
+    assert (error.tool, error.field, error.message) == ("strict", "mode", "is required")
+    assert str(error) == "strict: invalid argument mode: is required"
+    error = _refusal(_tool(stack), {})
+    assert (error.field, error.message) == ("path", "is required")
+
+
+def test_a_missing_nested_property_names_its_path(stack: Stack) -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "required": ["a", "b"]},
+            }
+        },
+    }
+    error = _refusal(_tool(stack, schema), {"items": [{"a": 1, "b": 2}, {"a": 1}]})
+    assert (error.field, error.message) == ("items[1].b", "is required")
+
+
+def test_a_value_outside_an_enum_is_not_taken_for_a_missing_property(stack: Stack) -> None:
+    error = _refusal(_tool(stack), {"path": "p", "mode": "medium"})
+    assert (error.tool, error.field, error.message) == (
+        "strict",
+        "mode",
+        "'medium' is not one of ['fast', 'slow']",
+    )
+
+
+def test_of_two_sibling_errors_the_best_match_is_reported(stack: Stack) -> None:
+    # jsonschema's best match among siblings is the last by path, not the first sorted.
+    args = {"path": "p", "mode": "fast", "alpha": "a", "zeta": "z"}
+    error = _refusal(_tool(stack), args)
+    assert (error.field, error.message) == ("zeta", "'z' is not of type 'integer'")
+    assert str(error) == "strict: invalid argument zeta: 'z' is not of type 'integer'"
+
+
+def test_sibling_errors_are_ordered_by_path_not_by_schema_order(stack: Stack) -> None:
+    # zeta comes first in the schema; the errors are sorted by path before matching, so
+    # the result does not depend on the order the validator found them in.
+    args = {"path": "p", "mode": "fast", "alpha": 1.5, "zeta": 2.5}
+    error = _refusal(_tool(stack), args)
+    assert (error.field, error.message) == ("zeta", "2.5 is not of type 'integer'")
+
+
+def test_an_error_the_fast_path_cannot_judge_is_explained_by_jsonschema(stack: Stack) -> None:
+    error = _refusal(_tool(stack), {"path": "p", "mode": "slow", "name": "UPPER"})
+    assert (error.field, error.message) == ("name", "'UPPER' does not match '^[a-z]+$'")
+
+
+def test_valid_arguments_the_fast_path_cannot_judge_are_accepted(stack: Stack) -> None:
+    validate_args(_tool(stack), {"path": "p", "mode": "slow", "name": "lower"})
+
+
+def test_valid_arguments_under_a_simple_schema_never_reach_jsonschema(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool = _tool(stack, {"type": "object", "properties": {"n": {"type": "integer"}}})
+
+    def no_validator(schema: Any) -> Any:
+        raise AssertionError(f"jsonschema was asked about {schema!r}")
+
+    monkeypatch.setattr(dispatcher_module, "validator_for", no_validator)
+    validate_args(tool, {"n": 3})
+    with pytest.raises(AssertionError, match="jsonschema was asked"):
+        validate_args(tool, {"n": "three"})
+
+
+# --- sandbox_path ------------------------------------------------------------------------
+
+
+def _rules(*rules: tuple[str, Access], best_effort: bool = False) -> EffectiveRules:
+    return EffectiveRules(
+        profile="p",
+        source="/p.yaml",
+        paths=tuple(PathRule(path, access, "t") for path, access in rules),
+        network=NetworkPolicy(NetworkMode.UNRESTRICTED),
+        env=(),
+        best_effort=best_effort,
+    )
+
+
+def test_sandbox_path_under_an_executable_root_rule() -> None:
+    rules = _rules(("/", Access.ROX))
+    assert sandbox_path(rules, "/usr/bin:/home/u/bin:/") == "/usr/bin:/home/u/bin:/"
+
+
+def test_sandbox_path_root_names_ending_in_x_or_a_slash() -> None:
+    rules = _rules(("/opt/BoX", Access.ROX), ("/srv/tools/", Access.RWX))
+    path = "/opt/BoX/bin:/opt/Bo/bin:/srv/tools/bin:/srv/toolsX:/opt/BoX"
+    assert sandbox_path(rules, path) == "/opt/BoX/bin:/srv/tools/bin:/opt/BoX"
+
+
+# --- the rules cache on real profile files ------------------------------------------------
+
+
+def test_a_profile_is_parsed_once_while_its_bytes_stay_the_same(stack: Stack) -> None:
+    cache = RulesCache()
+    path = stack.write_profile("p", stack.default_profile_with())
+    first = cache.profile(stack.env, "p")  # through load_profile: now a known path
+    second = cache.profile(stack.env, "p")  # parsed from the bytes and kept
+    assert cache.profile(stack.env, "p") is second
+    assert cache.profile(stack.env, "p") is second
+    assert (second.name, second.source) == ("p", str(path))
+    assert second == first
+
+
+def test_a_profile_of_exactly_the_limit_is_kept(stack: Stack) -> None:
+    cache = RulesCache()
+    path = stack.write_profile("big", stack.default_profile_with())
+    text = path.read_text()
+    path.write_text(text + "#" * (MAX_PROFILE_BYTES - len(text) - 1) + "\n")
+    assert path.stat().st_size == MAX_PROFILE_BYTES
+    cache.profile(stack.env, "big")
+    kept = cache.profile(stack.env, "big")
+    assert cache.profile(stack.env, "big") is kept
+
+
+def test_a_profile_grown_past_the_limit_after_caching_is_refused(stack: Stack) -> None:
+    cache = RulesCache()
+    path = stack.write_profile("big", stack.default_profile_with())
+    cache.profile(stack.env, "big")
+    cache.profile(stack.env, "big")
+    path.write_bytes(b"#" * (MAX_PROFILE_BYTES + 1))
+    with pytest.raises(ProfileError) as caught:
+        cache.profile(stack.env, "big")
+    assert str(caught.value) == f"{path}: larger than {MAX_PROFILE_BYTES} bytes"
+    path.write_bytes(b"#" * (3 * MAX_PROFILE_BYTES))
+    with pytest.raises(ProfileError) as caught:
+        cache.profile(stack.env, "big")
+    assert str(caught.value) == f"{path}: larger than {MAX_PROFILE_BYTES} bytes"
+
+
+def test_a_symlinked_profile_is_cached_too(stack: Stack) -> None:
+    cache = RulesCache()
+    real = stack.root / "dotfiles" / "linked.yaml"
+    real.parent.mkdir()
+    real.write_text(stack.write_profile("tmpl", stack.default_profile_with()).read_text())
+    stack.profile_path("linked").symlink_to(real)
+    cache.profile(stack.env, "linked")
+    kept = cache.profile(stack.env, "linked")
+    assert cache.profile(stack.env, "linked") is kept
+    assert (kept.name, kept.source) == ("linked", str(stack.profile_path("linked")))
+
+
+def test_profiles_are_told_apart_by_name_and_by_file(stack: Stack) -> None:
+    cache = RulesCache()
+    text = stack.write_profile("p", stack.default_profile_with()).read_text()
+    stack.write_profile("q", text)
+    for _ in range(2):
+        assert cache.profile(stack.env, "p").name == "p"
+        assert cache.profile(stack.env, "q").name == "q"
+    # The same name and the same bytes in another configuration directory.
+    other = {**stack.env, "XDG_CONFIG_HOME": str(stack.root / "other-config")}
+    other_path = paths.sandbox_profile_path(other, "p")
+    other_path.parent.mkdir(parents=True)
+    other_path.write_text(text)
+    for _ in range(2):
+        assert cache.profile(other, "p").source == str(other_path)
+        assert cache.profile(stack.env, "p").source == str(stack.profile_path("p"))
+
+
+def test_a_name_load_profile_refuses_is_refused_even_when_the_file_exists(stack: Stack) -> None:
+    cache = RulesCache()
+    beside = stack.root / "config" / "ollie" / "default.yaml"
+    beside.parent.mkdir(parents=True, exist_ok=True)
+    beside.write_text("{}\n")
+    for _ in range(2):
+        with pytest.raises(ProfileError) as caught:
+            cache.profile(stack.env, "../default")
+        assert str(caught.value) == (
+            "../default: invalid profile name (allowed: A-Z a-z 0-9 _ . -)"
+        )
+
+
+def test_the_rules_cache_forgets_the_least_recently_used(stack: Stack) -> None:
+    cache = RulesCache(max_entries=2)
+    profile = cache.profile(stack.env, "default")
+    one = cache.rules(profile, stack.env, "/1")
+    two = cache.rules(profile, stack.env, "/2")
+    assert cache.rules(profile, stack.env, "/1") is one  # /1 is now the most recent
+    assert cache.rules(profile, stack.env, "/2") is two
+    assert cache.rules(profile, stack.env, "/1") is one
+    cache.rules(profile, stack.env, "/3")  # /2 goes
+    assert cache.rules(profile, stack.env, "/1") is one
+    assert cache.rules(profile, stack.env, "/2") is not two
+
+
+def test_the_profile_cache_forgets_the_least_recently_used(stack: Stack) -> None:
+    cache = RulesCache(max_entries=2)
+    for name in ("a", "b", "c"):
+        stack.write_profile(name, stack.default_profile_with())
+        cache.profile(stack.env, name)  # known now
+    a = cache.profile(stack.env, "a")
+    b = cache.profile(stack.env, "b")
+    assert cache.profile(stack.env, "a") is a
+    cache.profile(stack.env, "c")  # b goes
+    assert cache.profile(stack.env, "a") is a
+    assert cache.profile(stack.env, "b") is not b
+
+
+def test_the_rules_cache_holds_32_entries_by_default(stack: Stack) -> None:
+    cache = RulesCache()
+    profile = cache.profile(stack.env, "default")
+    kept = [cache.rules(profile, stack.env, f"/{i}") for i in range(32)]
+    assert all(cache.rules(profile, stack.env, f"/{i}") is kept[i] for i in range(32))
+    cache.rules(profile, stack.env, "/32")  # /0 goes
+    assert all(cache.rules(profile, stack.env, f"/{i}") is kept[i] for i in range(1, 32))
+    assert cache.rules(profile, stack.env, "/0") is not kept[0]
+
+
+# --- the dispatcher's parts ----------------------------------------------------------------
+
+
+def test_bwrap_is_looked_up_once_with_the_dispatchers_environment(stack: Stack) -> None:
+    asked: list[dict[str, str]] = []
+
+    def find(env: Any) -> str:
+        asked.append(dict(env))
+        return "/opt/bwrap"
+
+    dispatcher = Dispatcher(registry=stack.registry, env=stack.env, find_bwrap=find)
+    assert dispatcher.bwrap() == "/opt/bwrap"
+    assert dispatcher.bwrap() == "/opt/bwrap"
+    assert asked == [stack.env]
+
+
+def test_a_registry_without_directories_passes_the_configured_tools_path(stack: Stack) -> None:
+    env = {**stack.env, "OLLIE_TOOLS_PATH": "/a/tools:/b/tools"}
+    dispatcher = Dispatcher(registry=Registry, env=env)
+    assert dispatcher.tool_env(Registry()) == {
+        "OLLIE_TOOLS_PATH": "/a/tools:/b/tools",
+        "OLLIE_ELEVATE_SOCKET": str(stack.root / "runtime" / "ollie" / "elevate.sock"),
+    }
+
+
+def test_a_tool_without_an_executable_or_a_reason(stack: Stack) -> None:
+    tool = Tool("ghostly", str(stack.tools / "ghostly.meta"), Status.AVAILABLE)
+    registry = Registry(tools={"ghostly": tool})
+    dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
+    with pytest.raises(ExecutableError) as caught:
+        dispatcher.call("ghostly", {}, stack.options())
+    assert str(caught.value) == "ghostly: no executable found"
+
+
+def test_a_missing_executable_is_named_word_for_word(stack: Stack) -> None:
+    exe = stack.tool("fleeting", MARKER)
+    dispatcher = stack.dispatcher()
+    exe.unlink()
+    with pytest.raises(ExecutableError) as caught:
+        dispatcher.call("fleeting", {}, stack.options())
+    assert str(caught.value) == f"fleeting: {exe} is missing or not executable"
+
+
+@pytest.mark.parametrize("where", ["tools", "home"])
+def test_a_sandboxed_call_refuses_an_unsafe_working_directory(stack: Stack, where: str) -> None:
+    stack.tool("victim", MARKER)
+    cwd = stack.tools if where == "tools" else stack.home
+    with pytest.raises(UnsafeWorkingDirectoryError) as caught:
+        stack.dispatcher().call("victim", {}, CallOptions(cwd=str(cwd)))
+    assert caught.value.cwd == str(cwd)
+    assert not (cwd / "ran").exists()
+
+
+# --- Landlock only: no bwrap ------------------------------------------------------------------
+
+
+def _landlock_only(stack: Stack, gate: Any = None) -> Dispatcher:
+    registry = stack.registry()
+    if gate is None:
+        return Dispatcher(registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None)
+    return Dispatcher(
+        registry=lambda: registry, env=stack.env, gate=gate, find_bwrap=lambda env: None
+    )
+
+
+def _best_effort(stack: Stack, name: str = "be", **changes: Any) -> None:
+    data = stack.default_profile_with(**changes)
+    data["general"]["best_effort"] = True
+    stack.write_profile(name, data)
+
+
+def test_without_bwrap_a_strict_profile_is_refused_word_for_word(stack: Stack) -> None:
+    stack.tool("victim", MARKER)
+    stack.write_profile("strict", stack.default_profile_with())
+    with pytest.raises(NamespacesUnavailableError) as caught:
+        _landlock_only(stack).call("victim", {}, stack.options(profile="strict"))
+    assert str(caught.value) == (
+        "sandboxed tools run in namespaces built by bwrap, which is not installed: "
+        "install the 'bubblewrap' package (apt/dnf install bubblewrap); or set "
+        f"'general.best_effort: true' in {stack.profile_path('strict')} to run with "
+        "Landlock only"
+    )
+    assert not (stack.cwd / "ran").exists()
+
+
+def test_without_bwrap_best_effort_runs_under_landlock(stack: Stack) -> None:
+    _best_effort(stack)
+    outside = stack.root / "outside"
+    outside.mkdir()
+    script = (
+        "#!/usr/bin/python3\nimport json, os, sys\n"
+        "args = json.load(sys.stdin)\n"
+        "def attempt(path):\n"
+        "    try:\n"
+        "        with open(path, 'w') as f:\n"
+        "            f.write('x')\n"
+        "        return 'written'\n"
+        "    except OSError as e:\n"
+        "        return e.strerror\n"
+        "print(json.dumps({'args': args, 'env': dict(os.environ), 'cwd': os.getcwd(),\n"
+        "    'outside': attempt(args['outside']),\n"
+        "    'tmpdir': attempt(os.path.join(os.environ['TMPDIR'], 'note'))}))\n"
+    )
+    exe = stack.tool("probe", script)
+    started: list[int] = []
+    args = {"outside": str(outside / "escape")}
+    result = _landlock_only(stack).call(
+        "probe", args, stack.options(profile="be", on_start=started.append)
+    )
+    assert result.ok, result.error
+    seen = json.loads(result.stdout)
+    assert seen["args"] == args
+    assert seen["outside"] == "Permission denied"
+    assert not (outside / "escape").exists()
+    assert seen["tmpdir"] == "written"
+    assert (stack.root / "tmp" / "note").read_text() == "x"  # no private /tmp without bwrap
+    assert seen["env"]["TMPDIR"] == str(stack.root / "tmp")
+    assert seen["env"]["PATH"] == "/usr/local/bin:/usr/bin:/bin"
+    assert seen["env"]["PWD"] == str(stack.cwd)
+    assert seen["env"]["OLLIE_TOOLS_PATH"] == str(stack.tools)
+    assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
+    assert result.sandboxed is True
+    assert (result.elevated, result.sudo) == (False, False)
+    assert result.argv == (str(exe),)
+    assert len(started) == 1 and started[0] > 0
+    assert result.unenforced[0] == NO_NAMESPACES
+    assert (
+        "udp: UDP and other non-TCP sockets are not restricted by Landlock"
+        in (result.unenforced[1:])
+    )
+
+
+def test_without_bwrap_the_shared_tmp_holding_the_broker_socket_is_refused(
+    stack: Stack,
+) -> None:
+    socket = f"/tmp/ollie-test-{secrets.token_hex(4)}/elevate.sock"
+    stack.env["OLLIE_ELEVATE_SOCKET"] = socket
+    data = stack.default_profile_with()
+    data["general"]["best_effort"] = True
+    data["filesystem"]["rw"] = ["{CWD}", "/tmp"]
+    stack.write_profile("shared", data)
+    stack.tool("victim", MARKER)
+    with pytest.raises(BrokerSocketExposedError) as caught:
+        _landlock_only(stack).call("victim", {}, stack.options(profile="shared"))
+    assert (caught.value.rule_path, caught.value.socket) == ("/tmp", socket)
+    assert not (stack.cwd / "ran").exists()
+
+
+# --- bwrap: the namespace sandbox ---------------------------------------------------------
+
+
+def test_the_tool_gets_a_private_tmp_under_the_sandbox_base(stack: Stack) -> None:
+    left = f"ollie-left-{secrets.token_hex(4)}"
+    writes = f"sys.stdin.read()\nopen('/tmp/{left}', 'w').write('x')"
+    stack.tool("envdump", ENV_DUMP.replace("sys.stdin.read()", writes))
+    base = paths.sandbox_tmp_base(stack.env)
+    during: list[list[str]] = []
+
+    def on_start(pid: int) -> None:
+        during.append(sorted(p.name[:5] for p in base.iterdir()))
+
+    result = stack.call("envdump", on_start=on_start)
+    assert result.ok, result.error
+    assert json.loads(result.stdout)["env"]["TMPDIR"] == "/tmp"
+    assert during == [["call-"]]
+    assert list(base.iterdir()) == []
+    assert not (Path("/tmp") / left).exists()
+    assert result.sandboxed is True
+    assert "namespaces" not in " ".join(result.unenforced)
+
+
+def test_a_broker_socket_in_the_hosts_tmp_is_not_exposed_by_the_private_tmp(
+    stack: Stack,
+) -> None:
+    socket = f"/tmp/ollie-test-{secrets.token_hex(4)}/elevate.sock"
+    stack.env["OLLIE_ELEVATE_SOCKET"] = socket
+    stack.tool("envdump", ENV_DUMP)
+    result = stack.call("envdump")
+    assert result.ok, result.error
+    assert json.loads(result.stdout)["env"]["OLLIE_ELEVATE_SOCKET"] == socket
+
+
+def test_a_bwrap_that_fails_is_a_sandbox_error_in_its_own_words(stack: Stack) -> None:
+    fake = stack.root / "bin" / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    stack.tool("victim", MARKER)
+    registry = stack.registry()
+    dispatcher = Dispatcher(
+        registry=lambda: registry, env=stack.env, find_bwrap=lambda env: str(fake)
+    )
+    with pytest.raises(SandboxError) as caught:
+        dispatcher.call("victim", {}, stack.options())
+    assert str(caught.value) == (
+        "the sandbox could not be set up (bwrap): bwrap: setting up uid map: Permission denied"
+    )
+    assert not (stack.cwd / "ran").exists()
+    assert list(paths.sandbox_tmp_base(stack.env).iterdir()) == []
+
+
+# --- _finish -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", ["echo partial >&2", "printf partial >&2"])
+def test_a_timeout_is_the_line_below_the_tools_own_stderr(stack: Stack, line: str) -> None:
+    # With or without a final newline of its own: no blank line in between.
+    stack.tool("slow", f"#!/bin/sh\n{line}\nexec sleep 60\n")
+    result = stack.call("slow", timeout=0.5)
+    assert result.stderr == "partial\ntimed out after 0.5 s"
+    assert (result.exit_code, result.timed_out) == (124, True)
+
+
+def test_a_timeout_without_stderr_is_the_only_line(stack: Stack) -> None:
+    stack.tool("slow", "#!/bin/sh\nexec sleep 60\n")
+    result = stack.call("slow", timeout=0.5)
+    assert result.stderr == "timed out after 0.5 s"
+
+
+def test_truncated_stdout_alone_marks_the_result_truncated(stack: Stack) -> None:
+    stack.tool("loud", "#!/bin/sh\ncat >/dev/null\nprintf '%020d' 0\necho fine >&2\n")
+    result = stack.call("loud", limit=10)
+    assert result.truncated is True
+    assert result.stdout == "0" * 10 + "\n[output truncated: 10 bytes over the 10 bytes limit]"
+    assert result.stderr == "fine\n"
+
+
+def test_truncated_stderr_alone_marks_the_result_truncated(stack: Stack) -> None:
+    stack.tool("loud", "#!/bin/sh\ncat >/dev/null\necho ok\nprintf '%020d' 0 >&2\n")
+    result = stack.call("loud", limit=10)
+    assert result.truncated is True
+    assert result.stdout == "ok\n"
+    assert result.stderr == "0" * 10 + "\n[output truncated: 10 bytes over the 10 bytes limit]"
+
+
+# --- elevated: outside the sandbox after approval ------------------------------------------
+
+
+def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
+    script = (
+        "#!/usr/bin/python3\nimport json, os, sys\n"
+        "print(json.dumps({'stdin': sys.stdin.read(), 'env': dict(os.environ),"
+        " 'cwd': os.getcwd()}))\n"
+    )
+    exe = stack.tool("lift", script, elevated=True)
+    gate = FakeGate(approve=True)
+    started: list[int] = []
+    result = stack.dispatcher(gate=gate).call(
+        "lift", {"n": 1}, stack.options(client="agent-x", on_start=started.append)
+    )
+    assert result.ok, result.error
+    assert gate.requests == [
+        ElevationRequest(
+            "lift", Kind.SANDBOX, (str(exe),), {"n": 1}, str(stack.cwd), client="agent-x"
+        )
+    ]
+    seen = json.loads(result.stdout)
+    assert seen["stdin"] == '{"n": 1}'
+    assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
+    env = seen["env"]
+    for name, value in stack.env.items():
+        assert env[name] == value  # the caller's whole environment
+    assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
+    assert env["PWD"] == str(stack.cwd)
+    assert env["OLLIE_ELEVATE_SOCKET"] == str(stack.root / "runtime" / "ollie" / "elevate.sock")
+    assert result.sandboxed is False
+    assert result.elevated is True
+    assert result.sudo is False
+    assert result.argv == (str(exe),)
+    assert result.unenforced == ()
+    assert len(started) == 1
+
+
+def test_an_elevated_call_times_out_like_any_other(stack: Stack) -> None:
+    stack.tool("lift", "#!/bin/sh\nexec sleep 60\n", elevated=True)
+    result = stack.dispatcher(gate=FakeGate(approve=True)).call(
+        "lift", {}, stack.options(timeout=0.5)
+    )
+    assert result.stderr == "timed out after 0.5 s"
+    assert result.exit_code == 124
+
+
+# --- sudo after approval: a sudo stand-in on PATH ------------------------------------------
+
+FAKE_SUDO = """#!/usr/bin/python3
+import json, os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+with open(os.path.join(here, "sudo.seen"), "w") as fh:
+    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, fh)
+with open(os.path.join(here, "sudo.plan")) as fh:
+    plan = json.load(fh)
+if plan["mode"] == "run":
+    os.execv(sys.argv[3], sys.argv[3:])
+sys.stdin.read()
+sys.stderr.write(plan["stderr"])
+sys.exit(plan["exit"])
+"""
+
+
+class FakeSudoGate:
+    """Approves with a grant and the given variables; answers report_sudo with ``refusal``."""
+
+    def __init__(
+        self, grant: str | None = "grant-7", refusal: str | None = None, **env: str
+    ) -> None:
+        self.grant = grant
+        self.refusal = refusal
+        self.env = env
+        self.requests: list[ElevationRequest] = []
+        self.reports: list[tuple[str, int, bool]] = []
+
+    def authorize(self, request: ElevationRequest) -> Authorization:
+        self.requests.append(request)
+        return Authorization(reason="approved", grant=self.grant, env=self.env)
+
+    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
+        self.reports.append((grant, exit_code, auth_failed))
+        return self.refusal
+
+
+def _sudo_stack(stack: Stack, mode: str = "run", stderr: str = "", code: int = 0) -> Path:
+    sudo = stack.root / "bin" / "sudo"
+    sudo.write_text(FAKE_SUDO)
+    sudo.chmod(0o755)
+    (stack.root / "bin" / "sudo.plan").write_text(
+        json.dumps({"mode": mode, "stderr": stderr, "exit": code})
+    )
+    script = (
+        "#!/usr/bin/python3\nimport json, os, sys\n"
+        "print(json.dumps({'stdin': sys.stdin.read(), 'cwd': os.getcwd()}))\n"
+        "sys.stderr.write('as root\\n')\nsys.exit(int(os.environ.get('TOOL_EXIT', '0')))\n"
+    )
+    return stack.tool("rooty", script, sudo=True)
+
+
+def _sudo_seen(stack: Stack) -> dict[str, Any]:
+    seen: dict[str, Any] = json.loads((stack.root / "bin" / "sudo.seen").read_text())
+    return seen
+
+
+def _sudo_dispatcher(stack: Stack, gate: Any, askpass: str | None = None) -> Dispatcher:
+    registry = stack.registry()
+    return Dispatcher(registry=lambda: registry, env=stack.env, gate=gate, askpass=askpass)
+
+
+def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
+    exe = _sudo_stack(stack)
+    gate = FakeSudoGate(OLLIE_GRANT="grant-7", PWD="/from/the/grant")
+    started: list[int] = []
+    result = _sudo_dispatcher(stack, gate, askpass="/usr/lib/ollie/askpass").call(
+        "rooty", {"k": "v"}, stack.options(client="agent-y", on_start=started.append)
+    )
+    assert result.ok, result.error
+    argv = ("sudo", "-A", "--", str(exe))
+    assert gate.requests == [
+        ElevationRequest("rooty", Kind.SUDO, argv, {"k": "v"}, str(stack.cwd), client="agent-y")
+    ]
+    assert gate.reports == [("grant-7", 0, False)]
+    seen = _sudo_seen(stack)
+    assert seen["argv"] == ["-A", "--", str(exe)]
+    assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
+    env = seen["env"]
+    assert env["SUDO_ASKPASS"] == "/usr/lib/ollie/askpass"
+    assert env["OLLIE_GRANT"] == "grant-7"
+    assert env["PWD"] == "/from/the/grant"  # the grant's variables come last
+    assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
+    assert env["DISPLAY"] == ":42"
+    tool_saw = json.loads(result.stdout)
+    assert tool_saw["stdin"] == '{"k": "v"}'
+    assert result.stderr == "as root\n"
+    assert (result.sandboxed, result.elevated, result.sudo) == (False, True, True)
+    assert result.sandboxed is False and result.elevated is True and result.sudo is True
+    assert result.argv == argv
+    assert result.unenforced == ()
+    assert len(started) == 1
+
+
+def test_sudo_without_an_askpass_leaves_the_callers_variable(stack: Stack) -> None:
+    _sudo_stack(stack)
+    stack.env["SUDO_ASKPASS"] = "/callers/askpass"
+    result = _sudo_dispatcher(stack, FakeSudoGate()).call("rooty", {}, stack.options())
+    assert result.ok, result.error
+    assert _sudo_seen(stack)["env"]["SUDO_ASKPASS"] == "/callers/askpass"
+
+
+def test_sudo_without_a_grant_reports_nothing(stack: Stack) -> None:
+    _sudo_stack(stack)
+    gate = FakeSudoGate(grant=None, refusal="would have refused")
+    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
+    assert result.ok, result.error
+    assert gate.reports == []
+
+
+def test_the_tools_own_failure_under_sudo_is_not_an_authentication_failure(
+    stack: Stack,
+) -> None:
+    _sudo_stack(stack)
+    stack.env["TOOL_EXIT"] = "1"
+    gate = FakeSudoGate()
+    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
+    assert result.exit_code == 1
+    assert gate.reports == [("grant-7", 1, False)]
+
+
+@pytest.mark.parametrize(
+    ("stderr", "code", "auth_failed"),
+    [
+        ("Sorry, try again.\nsudo: 3 incorrect password attempts\n", 1, True),
+        ("Sorry, try again.\nsudo: 1 incorrect password attempt\n", 1, True),
+        ("sudo: a password is required\n", 1, True),
+        ("sudo: a password is required\n", 2, False),
+        ("sudo: A PASSWORD IS REQUIRED\n", 1, False),
+        ("sudo: unable to resolve host\n", 1, False),
+    ],
+)
+def test_sudo_reports_whether_authentication_failed(
+    stack: Stack, stderr: str, code: int, auth_failed: bool
+) -> None:
+    _sudo_stack(stack, mode="answer", stderr=stderr, code=code)
+    gate = FakeSudoGate()
+    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
+    assert gate.reports == [("grant-7", code, auth_failed)]
+    assert result.exit_code == code
+    assert result.stderr == stderr
+
+
+def test_a_grant_the_credential_gate_refused_is_a_denial(stack: Stack) -> None:
+    _sudo_stack(stack, mode="answer", stderr="sudo: a password is required\n", code=1)
+    gate = FakeSudoGate(refusal="password dialog cancelled")
+    with pytest.raises(ElevationDeniedError) as caught:
+        _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
+    assert caught.value.reason == "password dialog cancelled"
+    assert str(caught.value) == "elevation denied: password dialog cancelled"
+
+
+def test_echo_tool_is_still_sandboxed_beside_sudo_tools(stack: Stack) -> None:
+    _sudo_stack(stack)
+    stack.tool("echo", ECHO)
+    result = _sudo_dispatcher(stack, FakeSudoGate()).call("echo", {"a": 1}, stack.options())
+    assert (result.sandboxed, result.sudo) == (True, False)
+    assert not (stack.root / "bin" / "sudo.seen").exists()
