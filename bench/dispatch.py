@@ -36,7 +36,6 @@ Always exits 0: benchmarks inform, they do not fail the suite.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import shutil
@@ -131,7 +130,7 @@ def _bwrap_alone(env: dict[str, str], tool: Path, cwd: Path, private_tmp: Path) 
     profile = load_profile(env)
     rules = effective_rules(profile, {**env, "TMPDIR": TMP}, str(cwd))
     own = PathRule(str(tool), Access.ROX, "tool executable")
-    rules = dataclasses.replace(rules, paths=(*rules.paths, own))
+    rules = rules._replace(paths=(*rules.paths, own))
     view = plan_view(rules, cwd=str(cwd), private_tmp=str(private_tmp), broker_socket=None)
     namespaces = ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-uts"]
     namespaces += ["--unshare-cgroup-try", "--die-with-parent"]

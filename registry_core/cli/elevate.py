@@ -21,7 +21,6 @@ entry of ``$OLLIE_PLUGINS_PATH``, else ``<ollie config>/scripts/x``).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import shutil
@@ -79,7 +78,7 @@ def _authorize(env: Mapping[str, str], request: ElevationRequest, deadline: floa
         if remaining <= 0:
             raise _NoDecision
         signal.setitimer(signal.ITIMER_REAL, remaining + _REPLY_GRACE)
-        gate.authorize(dataclasses.replace(request, timeout=remaining))
+        gate.authorize(request._replace(timeout=remaining))
     except _NoDecision:
         raise ElevationDeniedError("no decision before the step's deadline") from None
     finally:

@@ -17,9 +17,8 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from registry_core import paths
 from registry_core.dispatch.fastvalid import certainly_valid
@@ -67,8 +66,7 @@ DEFAULT_TIMEOUT = 60.0
 _NO_NAMESPACES = "{0.feature}: {0.reason}".format(missing_bwrap_gap())
 
 
-@dataclass(frozen=True)
-class CallOptions:
+class CallOptions(NamedTuple):
     cwd: str
     timeout: float = DEFAULT_TIMEOUT
     elevated: bool = False
@@ -78,7 +76,7 @@ class CallOptions:
     # shows it in the approval dialog and the audit log.
     client: str | None = None
     # Called with the tool's pid (= its process group) once it runs: a cancel hook.
-    on_start: Callable[[int], None] | None = field(default=None, compare=False)
+    on_start: Callable[[int], None] | None = None
 
 
 def validate_args(tool: Tool, args: Any) -> None:
@@ -185,22 +183,36 @@ class RulesCache:
         return rules
 
 
-@dataclass
 class Dispatcher:
-    """Runs tools from a registry snapshot supplied by ``registry``."""
+    """Runs tools from a registry snapshot supplied by ``registry``.
 
-    registry: Callable[[], Registry]
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    gate: ElevationGate = field(default_factory=RefusingGate)
-    askpass: str | None = None
-    _cache: SandboxCache = field(default_factory=SandboxCache, init=False, repr=False)
-    _rules: RulesCache = field(default_factory=RulesCache, init=False, repr=False)
-    _ldd: LddResolver = field(default_factory=LddResolver, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    #: How to find bubblewrap (``None``: not installed); tests replace it.
-    find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap
-    _bwrap: str | None = field(default=None, init=False, repr=False)
-    _bwrap_checked: bool = field(default=False, init=False, repr=False)
+    ``env`` defaults to a copy of this process's environment, ``gate`` to one that
+    refuses every elevation; ``find_bwrap`` says how to find bubblewrap (``None``:
+    not installed) and is replaced by tests.
+    """
+
+    def __init__(
+        self,
+        registry: Callable[[], Registry],
+        env: Mapping[str, str] | None = None,
+        gate: ElevationGate | None = None,
+        askpass: str | None = None,
+        find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap,
+    ) -> None:
+        self.registry = registry
+        self.env: Mapping[str, str] = dict(os.environ) if env is None else env
+        self.gate: ElevationGate = RefusingGate() if gate is None else gate
+        self.askpass = askpass
+        self.find_bwrap = find_bwrap
+        self._cache = SandboxCache()
+        self._rules = RulesCache()
+        self._ldd = LddResolver()
+        self._lock = threading.Lock()
+        self._bwrap: str | None = None
+        self._bwrap_checked = False
+
+    def __repr__(self) -> str:
+        return f"Dispatcher(registry={self.registry!r}, askpass={self.askpass!r})"
 
     def bwrap(self) -> str | None:
         """The namespace builder (looked up once), or ``None`` when not installed."""

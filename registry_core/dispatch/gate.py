@@ -9,15 +9,14 @@ outcome, so every failure to ask is a denial (fail closed).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol
 
 from registry_core.elevation.kinds import Kind
 from registry_core.errors import ElevationDeniedError
 
 
-@dataclass(frozen=True)
-class ElevationRequest:
+class ElevationRequest(NamedTuple):
     tool: str
     kind: Kind
     argv: tuple[str, ...]
@@ -30,13 +29,12 @@ class ElevationRequest:
     timeout: float | None = None
 
 
-@dataclass(frozen=True)
-class Authorization:
+class Authorization(NamedTuple):
     """An approval; ``grant`` is the single-use token ``ollie-askpass`` presents to sudo."""
 
     reason: str
     grant: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = MappingProxyType({})
 
 
 class ElevationGate(Protocol):

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from registry_core.errors import ExecutableError
 
@@ -25,8 +25,7 @@ _KILL_GRACE = 2.0
 _CHUNK = 65536
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessResult:
+class ProcessResult(NamedTuple):
     exit_code: int
     stdout: bytes
     stderr: bytes

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from registry_core.dispatch.output import ContentBlock
 
 
-@dataclass(frozen=True)
-class CallResult:
+class CallResult(NamedTuple):
     tool: str
     exit_code: int
     stdout: str
@@ -24,7 +22,7 @@ class CallResult:
     sudo: bool = False
     unenforced: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from registry_core.registry.model import Condition, ConditionResult
@@ -62,27 +61,45 @@ def is_executable_file(path: str) -> bool:
     return stat.S_ISREG(st.st_mode) and os.access(path, os.X_OK)
 
 
-@dataclass
 class HostFacts:
-    """What this (or a simulated) host looks like. Built once per scan."""
+    """What this (or a simulated) host looks like. Built once per scan.
 
-    os_name: str = field(default_factory=go_os)
-    arch: str = field(default_factory=go_arch)
-    env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
-    simulated: bool = False
-    # "What if" overrides: name → path of a binary that exists on the simulated host,
-    # names of binaries that do not, and paths that do / do not exist there.
-    extra_binaries: Mapping[str, str] = field(default_factory=dict)
-    missing_binaries: frozenset[str] = frozenset()
-    present_files: frozenset[str] = frozenset()
-    absent_files: frozenset[str] = frozenset()
-    _index: dict[str, list[str]] | None = field(default=None, init=False, repr=False)
-    _found: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
-    # Answers to ``match`` conditions, filled by the evaluator: tools share conditions
-    # ("binary journalctl"), and one scan asks each question once.
-    condition_memo: dict[Condition, ConditionResult] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
+    ``os_name``, ``arch`` and ``env`` default to this host's; the "what if"
+    overrides (``extra_binaries``: name -> path of a binary that exists on the
+    simulated host, ``missing_binaries``: names of binaries that do not,
+    ``present_files`` / ``absent_files``: paths that do / do not exist there)
+    default to none.
+    """
+
+    def __init__(
+        self,
+        os_name: str | None = None,
+        arch: str | None = None,
+        env: Mapping[str, str] | None = None,
+        simulated: bool = False,
+        extra_binaries: Mapping[str, str] | None = None,
+        missing_binaries: frozenset[str] = frozenset(),
+        present_files: frozenset[str] = frozenset(),
+        absent_files: frozenset[str] = frozenset(),
+    ) -> None:
+        self.os_name = go_os() if os_name is None else os_name
+        self.arch = go_arch() if arch is None else arch
+        self.env: Mapping[str, str] = dict(os.environ) if env is None else env
+        self.simulated = simulated
+        self.extra_binaries: Mapping[str, str] = extra_binaries or {}
+        self.missing_binaries = missing_binaries
+        self.present_files = present_files
+        self.absent_files = absent_files
+        self._index: dict[str, list[str]] | None = None
+        self._found: dict[str, str | None] = {}
+        # Answers to ``match`` conditions, filled by the evaluator: tools share
+        # conditions ("binary journalctl"), and one scan asks each question once.
+        self.condition_memo: dict[Condition, ConditionResult] = {}
+
+    def __repr__(self) -> str:
+        return (
+            f"HostFacts(os_name={self.os_name!r}, arch={self.arch!r}, simulated={self.simulated!r})"
+        )
 
     @property
     def path_dirs(self) -> tuple[str, ...]:

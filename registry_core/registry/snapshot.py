@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry.model import Status, Tool
@@ -25,8 +24,7 @@ class FunctionFormat(StrEnum):
     ANTHROPIC = "anthropic"  # {"name", "description", "input_schema"}
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedTool:
+class LoadedTool(NamedTuple):
     """What the spec's ``tool_load(name)`` gives the model."""
 
     name: str
@@ -35,11 +33,40 @@ class LoadedTool:
     args: Mapping[str, Any]
 
 
-@dataclass(frozen=True)
 class Registry:
-    tools: Mapping[str, Tool] = field(default_factory=dict)
-    dirs: tuple[Path, ...] = ()
-    host: Mapping[str, object] = field(default_factory=dict)
+    """One read-only snapshot of the tools: by name, the directories scanned and the
+    host facts."""
+
+    __slots__ = ("dirs", "host", "tools")
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool] | None = None,
+        dirs: tuple[Path, ...] = (),
+        host: Mapping[str, object] | None = None,
+    ) -> None:
+        self.tools: Mapping[str, Tool]
+        self.dirs: tuple[Path, ...]
+        self.host: Mapping[str, object]
+        object.__setattr__(self, "tools", {} if tools is None else tools)
+        object.__setattr__(self, "dirs", dirs)
+        object.__setattr__(self, "host", {} if host is None else host)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a registry snapshot is read-only (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a registry snapshot is read-only (cannot delete {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Registry):
+            return NotImplemented
+        return (self.tools, self.dirs, self.host) == (other.tools, other.dirs, other.host)
+
+    __hash__ = None  # type: ignore[assignment]  # holds mappings
+
+    def __repr__(self) -> str:
+        return f"Registry(tools={self.tools!r}, dirs={self.dirs!r}, host={self.host!r})"
 
     def __contains__(self, name: object) -> bool:
         return name in self.tools

@@ -26,7 +26,6 @@ import os
 import stat
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from registry_core.errors import NamespacesUnavailableError, SandboxError
@@ -154,18 +153,27 @@ def remove_tree(path: str) -> None:
         os.rmdir(path)
 
 
-@dataclass
 class Launch:
     """One prepared, contained launch; :meth:`close` it after the process ended."""
 
-    argv: list[str]
-    pass_fds: tuple[int, ...]
-    sandbox: PreparedSandbox
-    view: View
-    private_tmp: str
-    _status_read: int
-    _status_write: int
-    _closed: bool = field(default=False)
+    def __init__(
+        self,
+        argv: list[str],
+        pass_fds: tuple[int, ...],
+        sandbox: PreparedSandbox,
+        view: View,
+        private_tmp: str,
+        _status_read: int,
+        _status_write: int,
+    ) -> None:
+        self.argv = argv
+        self.pass_fds = pass_fds
+        self.sandbox = sandbox
+        self.view = view
+        self.private_tmp = private_tmp
+        self._status_read = _status_read
+        self._status_write = _status_write
+        self._closed = False
 
     def check(self, stderr: bytes) -> None:
         """Raise :class:`SandboxError` when the sandbox never got in place."""
@@ -242,7 +250,7 @@ def contain(
             broker_socket=broker_socket,
             helper_paths=needs,
         )
-        sandbox = prepare(replace(rules, paths=view.landlock), abi, namespaces=True)
+        sandbox = prepare(rules._replace(paths=view.landlock), abi, namespaces=True)
     except BaseException:
         remove_tree(private_tmp)
         raise

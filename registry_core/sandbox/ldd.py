@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _LDD_TIMEOUT_SECONDS = 10.0
 
 
-@dataclass(frozen=True)
-class LddResult:
+class LddResult(NamedTuple):
     libraries: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from registry_core.sandbox.profile import Access
 from registry_core.sandbox.rules import EffectiveRules, PathRule
@@ -50,8 +50,7 @@ def beneath(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-@dataclass(frozen=True)
-class View:
+class View(NamedTuple):
     """What :func:`plan_view` decided for one call."""
 
     args: tuple[str, ...]  # bubblewrap arguments (mounts and --chdir)

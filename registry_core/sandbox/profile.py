@@ -21,13 +21,12 @@ file, the key and the value.  Template expansion lives in
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from registry_core.errors import ProfileError
 from registry_core.paths import resources_dir, sandbox_profile_path
@@ -77,8 +76,11 @@ _LEGACY_LEVELS = {
 }
 
 
-@dataclass(frozen=True)
-class FilesystemSection:
+# landrun's own default when ollie-core passes no --log-level.
+DEFAULT_LOG_LEVEL = LogLevel.ERROR
+
+
+class FilesystemSection(NamedTuple):
     ro: tuple[str, ...] = ()
     rox: tuple[str, ...] = ()
     rw: tuple[str, ...] = ()
@@ -91,8 +93,7 @@ class FilesystemSection:
                 yield path, access
 
 
-@dataclass(frozen=True)
-class NetworkSection:
+class NetworkSection(NamedTuple):
     # Missing means false, as in ollie-core: no TCP at all.
     enabled: bool = False
     unrestricted: bool = False
@@ -109,15 +110,12 @@ class NetworkSection:
         return NetworkMode.RESTRICTED
 
 
-@dataclass(frozen=True)
-class GeneralSection:
+class GeneralSection(NamedTuple):
     best_effort: bool = False
-    # landrun's own default when ollie-core passes no --log-level.
-    log_level: LogLevel = LogLevel.ERROR
+    log_level: LogLevel = DEFAULT_LOG_LEVEL
 
 
-@dataclass(frozen=True)
-class AdvancedSection:
+class AdvancedSection(NamedTuple):
     # ollie-core's meaning: ``ldd`` adds the shared libraries of the command
     # that runs, ``add_exec`` the command's own executable (both read+execute).
     ldd: bool = False
@@ -127,8 +125,7 @@ class AdvancedSection:
     exec_paths: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class SandboxProfile:
+class SandboxProfile(NamedTuple):
     """A profile as written in its file; ``source`` is that file's path."""
 
     name: str
@@ -248,5 +245,5 @@ def load_profile(env: Mapping[str, str], name: str = DEFAULT_PROFILE) -> Sandbox
             f"the default profile was missing and has been installed at {path} "
             "(ollie-core would refuse to run without it)"
         )
-        return dataclasses.replace(profile, warnings=(*profile.warnings, note))
+        return profile._replace(warnings=(*profile.warnings, note))
     return load_profile_file(path, name=name, remember=True)

@@ -16,6 +16,7 @@ from registry_core.sandbox import yamlnodes as yn
 from registry_core.sandbox.profile import (
     _LANDRUN_LEVELS,
     _LEGACY_LEVELS,
+    DEFAULT_LOG_LEVEL,
     Access,
     AdvancedSection,
     FilesystemSection,
@@ -49,7 +50,7 @@ def _ports(key: str, node: Node | None) -> tuple[int, ...]:
 def _log_level(node: Node | None, warnings: list[str]) -> LogLevel:
     word = yn.string("general.log_level", node).strip()
     if not word:
-        return GeneralSection.log_level
+        return DEFAULT_LOG_LEVEL
     for level in _LANDRUN_LEVELS:
         if level.value == word:
             return level
@@ -65,7 +66,7 @@ def _log_level(node: Node | None, warnings: list[str]) -> LogLevel:
     warnings.append(
         f"general.log_level: unknown level {word!r} ignored (landrun knows error, info, debug)"
     )
-    return GeneralSection.log_level
+    return DEFAULT_LOG_LEVEL
 
 
 def _env(

@@ -7,19 +7,17 @@ enforce) and ``describe`` (which shows it to a person).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class SkippedPath:
+class SkippedPath(NamedTuple):
     """A rule path that was not added to the ruleset, and why."""
 
     path: str
     reason: str
 
 
-@dataclass(frozen=True)
-class Gap:
+class Gap(NamedTuple):
     """Something the sandbox does not enforce.
 
     ``needs_abi`` is the Landlock ABI that would enforce it (``None`` when no
@@ -34,8 +32,7 @@ class Gap:
     requested: bool = False
 
 
-@dataclass(frozen=True)
-class EnforcementReport:
+class EnforcementReport(NamedTuple):
     """The outcome of preparing a sandbox for one effective rule set."""
 
     abi: int

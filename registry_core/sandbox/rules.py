@@ -24,13 +24,12 @@ by the agent: it decides which paths are opened up.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from registry_core.paths import (
     config_home,
@@ -47,8 +46,7 @@ _TEMPLATE_RE = re.compile(r"\{([A-Z_][A-Z0-9_]*)\}")
 _DEFAULT_TMPDIR = "/tmp"  # noqa: S108 - the conventional default, not a temp file
 
 
-@dataclass(frozen=True)
-class PathRule:
+class PathRule(NamedTuple):
     """Allow ``access`` beneath ``path``; ``origin`` says which profile key asked."""
 
     path: str
@@ -56,15 +54,13 @@ class PathRule:
     origin: str
 
 
-@dataclass(frozen=True)
-class NetworkPolicy:
+class NetworkPolicy(NamedTuple):
     mode: NetworkMode
     bind_tcp: tuple[int, ...] = ()
     connect_tcp: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True)
-class EffectiveRules:
+class EffectiveRules(NamedTuple):
     """What the sandbox of one call enforces (before kernel ABI limits)."""
 
     profile: str
@@ -255,4 +251,4 @@ def with_command(
     new = [
         r for r in added if not any(o.path == r.path and o.access is r.access for o in rules.paths)
     ]
-    return dataclasses.replace(rules, paths=(*rules.paths, *new), warnings=tuple(warnings))
+    return rules._replace(paths=(*rules.paths, *new), warnings=tuple(warnings))

@@ -3,7 +3,8 @@
 A whole process runs ``ollie-tools call`` on a tool that leaves a file in its
 private ``/tmp`` and reports every module it loaded.  Modules only other
 commands need -- argparse (the plain call has its own parser), shutil and
-tempfile (their archive and random modules), YAML, jsonschema, the sandbox
+tempfile (their archive and random modules), dataclasses (and the inspect
+module it pulls in; the call path's records are named tuples), YAML, jsonschema, the sandbox
 description, the scan cache, sockets, asyncio, Qt -- must not be among them:
 each costs milliseconds on every call.  ``bench/cli.py`` measures the time.
 """
@@ -23,6 +24,8 @@ from registry_core.sandbox.contain import find_bwrap
 
 NEVER_ON_THE_CALL_PATH = (
     "argparse",
+    "dataclasses",
+    "inspect",
     "shutil",
     "tempfile",
     "yaml",
