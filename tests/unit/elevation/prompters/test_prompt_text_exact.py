@@ -14,6 +14,7 @@ import pytest
 from test_prompt_text import make_request
 
 from registry_core.elevation.identity import ProcessInfo
+from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import PasswordRequest
 from registry_core.elevation.prompters.text import (
     Field,
@@ -267,3 +268,50 @@ def test_the_default_limits() -> None:
     assert len(arguments) == 41
     assert arguments[-1] == "… (12 more lines)"
     assert arguments[1] == f'  "k00": "{"v" * 190}… (112 more characters)'
+
+
+def test_a_sandbox_escape_without_an_executable_word_for_word() -> None:
+    request = make_request(
+        kind=Kind.SANDBOX,
+        variant=None,
+        executable=None,
+        sha256=None,
+        args={},
+        description="",
+        timeout=60.4,
+    )
+    text = approval_text(request)
+    assert text.title == "Ollie: approve system_logs outside the sandbox?"
+    assert text.plain_lines() == [
+        "The tool system_logs asks to run outside the sandbox as you.",
+        "!! WARNING: the registry could not resolve this tool's executable.",
+        "",
+        "Tool:          system_logs",
+        "Variant:       default",
+        "Executable:    (not resolved)",
+        "Command:       sudo -A -- /usr/local/bin/system_logs",
+        "Arguments:     (none)",
+        "Directory:     /home/alice/project",
+        "Requested by:  pid 4242 (uid 1000): /usr/bin/python3.11",
+        "Command line:  python3 agent.py --model 'big one'",
+        "Parent chain:  4000 bash -l",
+        "               3000 tmux",
+        "Host:          desk.example.org",
+        "Asks to:       run outside the sandbox as you",
+        "",
+        "Unanswered, this request is denied after 60 s.",
+    ]
+
+
+def test_unsortable_keys_keep_unicode_and_show_other_values_by_repr() -> None:
+    lines = args_lines({"b": "\u00fc", 2: {1, 2}.__class__}, Limits())
+    assert lines == ("{", '  "b": "\u00fc",', '  "2": "<class \'set\'>"', "}")
+
+
+def test_the_codes_risks_follow_the_requests_own_warnings() -> None:
+    code = "rm -rf x"
+    request = make_request(code=code, argv=("/bin/bash", "-c", code), remote=True, host="box")
+    assert approval_text(request).warnings == (
+        "REMOTE: this request comes from another computer (box).",
+        "RISK: the code deletes files and directories recursively (rm -r)",
+    )
