@@ -10,6 +10,7 @@ remembers nothing (the answer counts once).
 from __future__ import annotations
 
 import asyncio
+import html
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from test_terminal_prompter import CHOICE_PROMPT, Pty
 
 from registry_core.elevation.messages import PatternKind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
+from registry_core.elevation.prompters.action_text import pattern_problem, pattern_question
 from registry_core.elevation.prompters.kdialog import KDialogPrompter
 from registry_core.elevation.prompters.terminal import (
     APPROVE_PROMPT,
@@ -207,3 +209,41 @@ def test_zenity_deny_always_edits_the_pattern_too(tmp_path: Path) -> None:
     request = command_request("git push --force", PatternKind.PROGRAM, "git")
     approval = run(lambda: prompter.ask_approval(request))
     assert approval == Approval(False, Remember.DENY_ALWAYS, "denied always in zenity", "git")
+
+
+@pytest.mark.parametrize("name", ["kdialog", "zenity"])
+def test_dialog_pattern_entry_arguments_word_for_word(tmp_path: Path, name: str) -> None:
+    """The whole entry call, first as suggested and then again after a refusal."""
+    fake, prompter = _dialog(tmp_path, name)
+    fake.answer(
+        *_approve_always(name),
+        {"status": 0, "stdout": "/etc/\n"},
+        {"status": 0, "stdout": f"{EDITED_FILE}\n"},
+    )
+    request = edit_request()
+    run(lambda: prompter.ask_approval(request))
+    problem = pattern_problem(request, "/etc/")
+    assert problem is not None
+    title = "Ollie: remember for which Edit actions?"
+    calls = [call["argv"] for call in fake.calls()[2:]]
+    shown = [(None, EDITED_FILE), (problem, "/etc/")]
+    if name == "kdialog":
+        assert calls == [
+            ["--title", title, "--inputbox", f"<qt>{'<br>'.join(html_lines(why))}</qt>", text]
+            for why, text in shown
+        ]
+    else:
+        assert calls == [
+            [
+                "--entry",
+                f"--title={title}",
+                "--text=" + "\n".join(pattern_question(request, why)).replace("_", "__"),
+                f"--entry-text={text}",
+                "--width=560",
+            ]
+            for why, text in shown
+        ]
+
+
+def html_lines(problem: str | None) -> list[str]:
+    return [html.escape(line, quote=True) for line in pattern_question(edit_request(), problem)]
