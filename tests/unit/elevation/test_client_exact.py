@@ -8,6 +8,7 @@ or closes, or says nothing.  Written against the mutants of ``client.py``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -164,7 +165,38 @@ def test_a_full_backlog_is_a_broker_not_responding(base: Path) -> None:
             f"the broker on {path} is not responding (it does not accept connections "
             "within 0.25 s: stopped or hung?)"
         )
+        started = time.monotonic()
         assert probe_broker(path, timeout=0.25) is BrokerState.NOT_RESPONDING
+        assert 0.25 <= time.monotonic() - started < 2.5  # its time to connect, too
+
+
+def test_a_full_backlog_is_tried_again_with_growing_pauses_until_the_deadline(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5 ms, doubling up to 0.1 s, the last pause cut to the deadline; the cause chained
+    (what a traceback shows) says the queue stayed full."""
+    path = base / "stopped.sock"
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        real_sleep(seconds)
+
+    with full_backlog(path):
+        monkeypatch.setattr(time, "sleep", sleep)
+        with pytest.raises(BrokerNotRespondingError) as info:
+            BrokerClient(path, connect_timeout=0.5)
+        monkeypatch.undo()
+    assert pauses[:6] == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08, 0.1])
+    assert all(pause == pytest.approx(0.1) for pause in pauses[6:-1])
+    assert 0 < pauses[-1] <= 0.1
+    assert sum(pauses) <= 0.5  # never asleep past the deadline
+    cause = info.value.__cause__
+    assert type(cause) is TimeoutError
+    assert cause.errno == errno.EAGAIN
+    assert str(cause) == f"[Errno {errno.EAGAIN}] the listen queue stayed full"
+    assert type(cause.__cause__) is BlockingIOError
 
 
 def test_a_connection_waits_for_room_in_a_full_backlog(base: Path) -> None:
@@ -241,6 +273,23 @@ def test_a_silent_broker_is_not_responding_within_the_probes_time(base: Path) ->
         assert time.monotonic() - started < 5
 
 
+def test_broker_alive_waits_as_long_as_it_is_told(base: Path) -> None:
+    path = base / "b.sock"
+    with scripted(path, lambda _request: []):
+        started = time.monotonic()
+        assert broker_alive(path, timeout=0.3) is False
+        assert 0.3 <= time.monotonic() - started < 1.5
+
+
+def test_a_probe_waits_two_seconds_by_default(base: Path) -> None:
+    path = base / "b.sock"
+    with scripted(path, lambda _request: []):
+        for probe in (probe_broker, broker_alive):
+            started = time.monotonic()
+            assert probe(path) in (BrokerState.NOT_RESPONDING, False)
+            assert 2.0 <= time.monotonic() - started < 2.9
+
+
 # --- requests and replies ------------------------------------------------------------
 
 
@@ -271,6 +320,7 @@ def test_the_reply_to_our_id_is_found_past_notices_and_other_ids(base: Path) -> 
             frame(id=own, op="progress", state="waiting_for_user"),
             frame(id=own, op="brand_new_notice"),
             frame(id="someone-else", op="pong"),
+            frame(id="someone-else", op="error", code="bad_json", message="not yours"),
             frame(id=own, op="progress", state="notified"),
             frame(id=own, op="pong"),
         ]
@@ -300,9 +350,44 @@ def test_a_broker_that_stops_answering_in_words(base: Path) -> None:
         assert str(info.value) == (
             f"the broker on {path} is not responding (no answer within 0.3 s: stopped or hung?)"
         )
-        assert time.monotonic() - started < 5
+        assert 0.3 <= time.monotonic() - started < 5
         with pytest.raises(BrokerNotRespondingError, match=r"within 0\.2 s"):
             client.receive(0.2)
+
+
+def test_a_reply_in_the_last_second_of_the_wait_is_taken(base: Path) -> None:
+    path = base / "b.sock"
+
+    def late(request: dict[str, Any]) -> list[bytes]:
+        time.sleep(0.2)
+        return [frame(id=request["id"], op="pong")]
+
+    with scripted(path, late), BrokerClient(path) as client:
+        assert client.request(m.PingRequest(id=1), wait=0.9) == m.PongReply(id=1)
+
+
+def send_until_full(client: BrokerClient) -> None:
+    for _ in range(1_000_000):
+        client.send(m.StatusRequest(id="x" * 100))
+
+
+def test_a_broker_that_stops_reading_in_words(base: Path) -> None:
+    """Sending waits for room in the socket buffer only as long as the reply would."""
+    path = base / "b.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()  # connections queue; none is ever accepted or read
+    try:
+        with BrokerClient(path, timeout=0.3) as client:
+            started = time.monotonic()
+            with pytest.raises(BrokerNotRespondingError) as info:
+                send_until_full(client)
+            assert 0.3 <= time.monotonic() - started < 5
+            assert str(info.value) == (
+                f"the broker on {path} is not responding (no answer within 0.3 s: stopped or hung?)"
+            )
+    finally:
+        server.close()
 
 
 def test_notices_do_not_extend_the_deadline(base: Path) -> None:
@@ -367,6 +452,8 @@ def test_abort_ends_a_wait_from_another_thread(base: Path) -> None:
         assert time.monotonic() - started < 10
         assert str(info.value) == "the broker closed the connection"
         client.abort()  # again, on a connection already shut: no error
+        client.close()
+        client.abort()  # a cancel arriving after the request ended: no error either
 
 
 # --- the conveniences: what they send, how long they wait ----------------------
@@ -410,6 +497,25 @@ def test_elevate_sends_every_field_and_waits_for_a_person(
         None,
     )
     assert waits == [APPROVAL_WAIT + MARGIN, 12.5 + MARGIN]
+
+
+def test_elevate_hands_the_progress_of_its_request_to_the_caller(base: Path) -> None:
+    path = base / "b.sock"
+    heard: list[m.ProgressState] = []
+
+    def script(request: dict[str, Any]) -> list[bytes]:
+        own = request["id"]
+        return [
+            frame(id=own, op="progress", state="waiting_for_user"),
+            frame(id=own, op="decision", decision="deny", reason="no", by="user"),
+        ]
+
+    with scripted(path, script), BrokerClient(path) as client:
+        reply = client.elevate("t", m.Kind.SANDBOX, ["/t"], {}, "/", on_progress=heard.append)
+    assert reply == m.DecisionReply(
+        id=f"{os.getpid()}-1", decision=m.Decision.DENY, reason="no", by=m.DecidedBy.USER
+    )
+    assert heard == [m.ProgressState.WAITING_FOR_USER]
 
 
 def test_an_unexpected_reply_to_elevate_or_action_in_words(base: Path) -> None:
