@@ -128,9 +128,8 @@ def test_of_two_sibling_errors_the_best_match_is_reported(stack: Stack) -> None:
     assert str(error) == "strict: invalid argument zeta: 'z' is not of type 'integer'"
 
 
-def test_sibling_errors_are_ordered_by_path_not_by_schema_order(stack: Stack) -> None:
-    # zeta comes first in the schema; the errors are sorted by path before matching, so
-    # the result does not depend on the order the validator found them in.
+def test_the_best_match_does_not_depend_on_the_schemas_order(stack: Stack) -> None:
+    # zeta comes first in the schema, so the validator finds its error first.
     args = {"path": "p", "mode": "fast", "alpha": 1.5, "zeta": 2.5}
     error = _refusal(_tool(stack), args)
     assert (error.field, error.message) == ("zeta", "2.5 is not of type 'integer'")
@@ -455,8 +454,14 @@ def test_without_bwrap_the_shared_tmp_holding_the_broker_socket_is_refused(
 
 def test_the_tool_gets_a_private_tmp_under_the_sandbox_base(stack: Stack) -> None:
     left = f"ollie-left-{secrets.token_hex(4)}"
-    writes = f"sys.stdin.read()\nopen('/tmp/{left}', 'w').write('x')"
-    stack.tool("envdump", ENV_DUMP.replace("sys.stdin.read()", writes))
+    host_tmp = stack.root / "tmp"  # the caller's TMPDIR: not the tool's, not even visible
+    script = (
+        "#!/usr/bin/python3\nimport json, os, sys\nsys.stdin.read()\n"
+        f"open('/tmp/{left}', 'w').write('x')\n"
+        f"print(json.dumps({{'env': dict(os.environ), 'host_tmp': os.path.exists('{host_tmp}'),"
+        f" 'own': open('/tmp/{left}').read()}}))\n"
+    )
+    stack.tool("envdump", script)
     base = paths.sandbox_tmp_base(stack.env)
     during: list[list[str]] = []
 
@@ -465,7 +470,10 @@ def test_the_tool_gets_a_private_tmp_under_the_sandbox_base(stack: Stack) -> Non
 
     result = stack.call("envdump", on_start=on_start)
     assert result.ok, result.error
-    assert json.loads(result.stdout)["env"]["TMPDIR"] == "/tmp"
+    seen = json.loads(result.stdout)
+    assert seen["env"]["TMPDIR"] == "/tmp"
+    assert (seen["host_tmp"], seen["own"]) == (False, "x")
+    assert list(host_tmp.iterdir()) == []
     assert during == [["call-"]]
     assert list(base.iterdir()) == []
     assert not (Path("/tmp") / left).exists()
