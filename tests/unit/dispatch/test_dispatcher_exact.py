@@ -750,3 +750,30 @@ def test_echo_tool_is_still_sandboxed_beside_sudo_tools(stack: Stack) -> None:
     result = _sudo_dispatcher(stack, FakeSudoGate()).call("echo", {"a": 1}, stack.options())
     assert (result.sandboxed, result.sudo) == (True, False)
     assert not (stack.root / "bin" / "sudo.seen").exists()
+
+
+# --- the tool's own executable, wherever cmd points ------------------------------------------
+
+
+@pytest.mark.parametrize("bwrap", [True, False])
+def test_an_executable_outside_every_rule_may_still_run(stack: Stack, bwrap: bool) -> None:
+    # Only the rule the dispatcher adds for the tool's own executable lets it run:
+    # no profile rule names this directory.
+    elsewhere = stack.root / "elsewhere"
+    elsewhere.mkdir()
+    exe = elsewhere / "prog"
+    exe.write_text(ECHO)
+    exe.chmod(0o755)
+    stack.tool("far", cmd=str(exe))
+    _best_effort(stack)
+    registry = stack.registry()
+    if bwrap:
+        dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
+    else:
+        dispatcher = Dispatcher(
+            registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None
+        )
+    result = dispatcher.call("far", {"x": 1}, stack.options(profile="be"))
+    assert result.ok, result.error
+    assert json.loads(result.stdout) == {"x": 1}
+    assert result.argv == (str(exe),)
