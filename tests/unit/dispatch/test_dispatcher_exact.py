@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from registry_core.errors import (
 )
 from registry_core.registry import Registry
 from registry_core.registry.model import Status, Tool
-from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule
+from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule, SandboxCache
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES, NetworkMode
 
 NO_NAMESPACES = (
@@ -777,3 +778,54 @@ def test_an_executable_outside_every_rule_may_still_run(stack: Stack, bwrap: boo
     assert result.ok, result.error
     assert json.loads(result.stdout) == {"x": 1}
     assert result.argv == (str(exe),)
+
+
+# --- a kernel without Landlock (the dispatcher's sandbox cache at ABI 0) ----------------------
+
+
+@pytest.mark.parametrize("bwrap", [True, False])
+def test_without_landlock_a_best_effort_call_says_it_is_not_sandboxed(
+    stack: Stack, bwrap: bool
+) -> None:
+    stack.tool("echo", ECHO)
+    _best_effort(stack)
+    registry = stack.registry()
+    if bwrap:
+        dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
+    else:
+        dispatcher = Dispatcher(
+            registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None
+        )
+    dispatcher._cache = SandboxCache(abi=0)  # what the kernel offers, detected once per dispatcher
+    result = dispatcher.call("echo", {"a": 1}, stack.options(profile="be"))
+    assert result.ok, result.error
+    assert result.sandboxed is False
+    no_landlock = (
+        "landlock: the kernel offers no Landlock: no filesystem, network or IPC restriction"
+    )
+    assert result.unenforced == ((no_landlock,) if bwrap else (NO_NAMESPACES, no_landlock))
+
+
+# --- the broker socket inside the namespace sandbox --------------------------------------------
+
+
+def test_the_broker_socket_is_reachable_from_the_sandbox(stack: Stack) -> None:
+    path = stack.root / "runtime" / "ollie" / "elevate.sock"
+    path.parent.mkdir(parents=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(path))
+        server.listen(1)
+        script = (
+            "#!/usr/bin/python3\nimport os, socket, sys\nsys.stdin.read()\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+            "s.connect(os.environ['OLLIE_ELEVATE_SOCKET'])\ns.sendall(b'hello broker')\n"
+            "s.close()\nprint('sent')\n"
+        )
+        stack.tool("caller", script)
+        result = stack.call("caller")
+        assert result.ok, result.error
+        assert result.stdout == "sent\n"
+        server.settimeout(10)
+        peer, _ = server.accept()
+        with peer:
+            assert peer.recv(100) == b"hello broker"
