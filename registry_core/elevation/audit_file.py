@@ -7,7 +7,9 @@ Whole lines or nothing: each line is one ``write(2)`` on an ``O_APPEND``
 descriptor, so lines of threads and processes never interleave.  When the
 disk is full a write can be short: the fragment is cut off again
 (``ftruncate`` back to where the line began, the last newline), so the next
-line is never glued to half of this one.  The lost line is counted; the next
+line is never glued to half of this one; where it cannot be cut (an
+append-only file, ``chattr +a``), the next write begins with a newline that
+ends it, so it reads as one corrupt line.  The lost line is counted; the next
 append that succeeds writes a *gap line*,
 ``{"time": ..., "gap": N, "reason": "..."}``, recording that ``N`` decisions
 could not be written and why, in the same ``write`` as the line after it
@@ -111,6 +113,7 @@ class AuditFile:
         self._appender: _Appender | None = None
         self._lost = 0
         self._lost_reason = ""
+        self._fragment = False  # a fragment that could not be cut ends the file
 
     @property
     def path(self) -> Path:
@@ -165,6 +168,8 @@ class AuditFile:
     # --- internals (lock held) ----------------------------------------------------
 
     def _write(self, line: bytes) -> None:
+        if self._fragment:
+            line = b"\n" + line  # ends the fragment: the line starts a line of its own
         appender, st = self._current()
         if st.st_size and st.st_size + len(line) > self.max_bytes:
             self._rotate()
@@ -185,15 +190,22 @@ class AuditFile:
             self._drop()
             raise _error(self.path, "cannot write", exc) from exc
         if written != len(line):
-            self._cut_back(fd, start, written)
+            outcome = self._cut_back(fd, start, written)
             self._drop()
-            raise _short(self.path, written, len(line))
+            raise _short(self.path, written, len(line), outcome)
+        self._fragment = False
 
-    def _cut_back(self, fd: int, start: int, written: int) -> None:
-        """Remove the fragment of a short write, if it is still the file's tail."""
-        with contextlib.suppress(OSError):
-            if os.fstat(fd).st_size == start + written:  # nobody appended after it
-                os.ftruncate(fd, start)
+    def _cut_back(self, fd: int, start: int, written: int) -> str:
+        """Remove the fragment of a short write, if it is still the file's tail; what
+        became of it, for the message."""
+        try:
+            if os.fstat(fd).st_size != start + written:
+                return "the fragment was left: another line follows it"
+            os.ftruncate(fd, start)
+        except OSError as exc:
+            self._fragment = True
+            return f"the fragment could not be cut: {exc.strerror or exc}"
+        return "the fragment was cut"
 
     def _current(self) -> tuple[_Appender, os.stat_result]:
         """The appender for the file the path names now, and that file's status."""
@@ -249,8 +261,8 @@ def _error(path: Path, what: str, exc: OSError) -> AuditError:
     return AuditError(f"{what} {path}: {exc.strerror or exc}", reason)
 
 
-def _short(path: Path, written: int, total: int) -> AuditError:
-    message = f"short write to {path} ({written} of {total} bytes; the fragment was cut)"
+def _short(path: Path, written: int, total: int, outcome: str) -> AuditError:
+    message = f"short write to {path} ({written} of {total} bytes; {outcome})"
     return AuditError(message, "short write (disk full)")
 
 

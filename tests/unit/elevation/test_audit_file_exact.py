@@ -4,10 +4,12 @@ word, rotation against another writer, and a disk that fills (a real tmpfs)."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -393,3 +395,203 @@ def test_an_over_long_line_is_read_as_one_corrupt_line(tmp_path: Path) -> None:
     assert [got[0], got[2]] == [b"last", b"first"]
     assert len(got) == 3
     assert got[1] != huge and len(got[1]) < 2 * MAX_LINE
+
+
+# --- written against the mutants of the first run ----------------------------------
+
+
+def test_a_second_loss_is_recorded_with_its_own_reason(tmp_path: Path) -> None:
+    parent = tmp_path / "state"
+    parent.write_text("a file where the directory should be")
+    path = parent / "audit.jsonl"
+    audit = AuditFile(path)
+    with pytest.raises(AuditError):
+        audit.append(b'{"n":1}\n', NOW)
+    parent.unlink()
+    audit.append(b'{"n":2}\n', NOW)
+    audit.close()
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(AuditError):
+        audit.append(b'{"n":3}\n', NOW)
+    path.rmdir()
+    audit.append(b'{"n":4}\n', NOW)
+    assert path.read_bytes() == gap_line(1, "Is a directory", NOW) + b'{"n":4}\n'
+    audit.close()
+
+
+def test_a_write_that_needs_no_rotation_never_takes_the_rotation_lock(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    audit = AuditFile(path, max_bytes=MAX_LINE)
+    audit.append(b"first\n", NOW)
+    with exclusive(lock_path_for(path)):  # another process rotating would wait; we need not
+        audit.append(b"second\n", NOW)
+    assert path.read_bytes() == b"first\nsecond\n"
+    audit.close()
+
+
+def test_lines_that_fill_one_write_exactly_are_written_together(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    audit = AuditFile(path, max_bytes=2 * MAX_LINE)
+    before = b"b" * (2 * MAX_LINE - 40_001) + b"\n"  # room for one half, not for two
+    audit.append(before, NOW)
+    half = b"h" * (MAX_LINE // 2 - 1) + b"\n"
+    audit.append_lines([half, half], NOW)  # one write of exactly MAX_LINE bytes: rotates first
+    assert rotated(path, 1).read_bytes() == before
+    assert path.read_bytes() == half + half
+    audit.close()
+
+
+def test_a_stray_file_numbered_zero_is_no_rotated_file(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    stray = path.with_name("audit.jsonl.0")
+    stray.write_bytes(b"stray\n")
+    audit = AuditFile(path, max_bytes=MAX_LINE, keep=3)
+    audit.append(b"x" * (MAX_LINE - 1) + b"\n", NOW)
+    audit.append(b"y\n", NOW)
+    audit.close()
+    assert stray.read_bytes() == b"stray\n"
+    assert rotated(path, 1).read_bytes() == b"x" * (MAX_LINE - 1) + b"\n"
+    assert not rotated(path, 2).exists()
+    assert list(lines_backwards(path, keep=3)) == [b"y", b"x" * (MAX_LINE - 1)]
+
+
+def test_the_rotated_files_are_read_while_the_current_one_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    rotated(path, 1).write_bytes(b"one\n")
+    rotated(path, 3).write_bytes(b"three\n")  # .2 missing too
+    assert list(lines_backwards(path, keep=3)) == [b"one", b"three"]
+    assert list(lines_backwards(path, keep=2)) == [b"one"]
+
+
+@pytest.mark.parametrize(
+    ("content", "lines"),
+    [
+        (b"x", [b"x"]),
+        (b"\n", []),
+        (b"", []),
+        (b"ab\ncd", [b"cd", b"ab"]),
+    ],
+)
+def test_a_small_file_is_read_back_to_its_first_byte(
+    tmp_path: Path, content: bytes, lines: list[bytes]
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(content)
+    assert list(lines_backwards(path)) == lines
+
+
+def test_a_file_one_byte_longer_than_a_block_is_read_to_its_first_byte(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    first = b"x" * 10
+    second = b"y" * (64 * 1024 + 1 - len(first) - 2)
+    path.write_bytes(first + b"\n" + second + b"\n")
+    assert path.stat().st_size == 64 * 1024 + 1
+    assert list(lines_backwards(path)) == [second, first]
+
+
+def test_a_line_of_exactly_four_times_the_limit_is_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    long = b"L" * (4 * MAX_LINE)
+    # The long line begins exactly on a block boundary counted from the end, so the
+    # partial line carried between blocks is the whole line at that moment.
+    tail = b"t" * (64 * 1024 - 2)
+    path.write_bytes(b"first\n" + long + b"\n" + tail + b"\n")
+    assert (path.stat().st_size - len(b"first\n")) % (64 * 1024) == 0
+    assert list(lines_backwards(path)) == [tail, long, b"first"]
+
+
+def test_an_over_long_first_line_reached_at_the_files_start_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "audit.jsonl"
+    long = b"L" * (4 * MAX_LINE + 100)  # over the carried limit, but it starts the file
+    path.write_bytes(long + b"\nlast\n")
+    assert list(lines_backwards(path)) == [b"last", long]
+
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_APPEND_FL = 0x80086601, 0x40086602, 0x20
+
+
+@contextlib.contextmanager
+def append_only(path: Path) -> Iterator[None]:
+    """``chattr +a path`` for the block: the file may only be appended to (no
+    truncation, no change of mode), as some keep audit logs."""
+    flags = _set_flags(path, lambda flags: flags | _FS_APPEND_FL)
+    try:
+        yield
+    finally:
+        _set_flags(path, lambda _: flags)
+
+
+def _set_flags(path: Path, change: Callable[[int], int]) -> int:
+    """Change the inode flags of ``path``; the flags it had."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))
+        try:
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", change(flags)))
+        except OSError as exc:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"cannot make a file append-only in CI: {exc}")
+            pytest.skip(f"cannot make a file append-only here: {exc}")
+        return int(flags)
+    finally:
+        os.close(fd)
+
+
+def test_an_append_only_file_that_is_private_already_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(b"old\n")
+    path.chmod(0o600)
+    audit = AuditFile(path)
+    with append_only(path):
+        audit.append(b"new\n", NOW)  # its mode is left alone: changing it is refused
+        audit.close()
+    assert path.read_bytes() == b"old\nnew\n"
+
+
+def test_an_append_only_file_that_cannot_be_made_private_is_not_written(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    path.write_bytes(b"old\n")
+    path.chmod(0o644)
+    audit = AuditFile(path)
+    with append_only(path):
+        with pytest.raises(AuditError) as caught:
+            audit.append(b"new\n", NOW)
+        assert _open_count(path) == 0  # the descriptor was given up
+    assert str(caught.value) == f"cannot write {path}: Operation not permitted"
+    assert caught.value.reason == "Operation not permitted"
+    assert audit.lost == 1
+    assert path.read_bytes() == b"old\n"
+    audit.append(b"newer\n", NOW)
+    assert path.read_bytes() == b"old\n" + gap_line(1, "Operation not permitted", NOW) + b"newer\n"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    audit.close()
+
+
+def test_a_fragment_that_cannot_be_cut_is_ended_before_the_next_line(full_disk: Path) -> None:
+    path = full_disk / "audit.jsonl"
+    audit = AuditFile(path)
+    audit.append(b'{"n":1}\n', NOW)
+    with append_only(path):
+        with pytest.raises(AuditError) as caught:
+            audit.append(b"l" * 9999 + b"\n", NOW)
+        assert str(caught.value) == (
+            f"short write to {path} (4088 of 10000 bytes; the fragment could not be cut:"
+            " Operation not permitted)"
+        )
+        assert caught.value.reason == "short write (disk full)"
+        assert path.read_bytes() == b'{"n":1}\n' + b"l" * 4088  # left in place
+        (full_disk / "filler").unlink()
+        audit.append(b'{"n":2}\n', NOW)
+        audit.close()
+    # The fragment is a line of its own (a corrupt one); the gap line stays readable.
+    assert path.read_bytes() == (
+        b'{"n":1}\n'
+        + b"l" * 4088
+        + b"\n"
+        + gap_line(1, "short write (disk full)", NOW)
+        + b'{"n":2}\n'
+    )
+    assert [gap_count(line) for line in lines_backwards(path)] == [None, 1, None, None]
