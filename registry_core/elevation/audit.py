@@ -22,7 +22,8 @@ credential gate's secrets have no path into this module.
 
 A line is at most :data:`MAX_LINE` bytes: long strings (code, args, command
 lines) are cut with a ``...[truncated N chars]`` marker, long lists and
-objects lose their tail with a similar marker.
+objects lose their tail with a similar marker.  The record's own keys, the
+requester's and the action's are never cut, so a cut line is still a record.
 
 Writing, rotation and reading back (across rotated files) are
 :mod:`registry_core.elevation.audit_file`'s job: whole lines or nothing, a
@@ -75,6 +76,7 @@ __all__ = [
 _LIMITS = (8192, 2048, 512, 128, 32)  # string lengths tried until a record fits
 _MARK = "...[truncated {} chars]"
 _MAX_DEPTH = 16  # the protocol allows 64; an audit line keeps the outer levels
+_OWN_OBJECTS = ("requester", "action")  # objects of a fixed shape: every key is kept
 
 
 @quick_init
@@ -198,7 +200,7 @@ class AuditRecord:
         obj = self.to_json()
         for limit in (None, *_LIMITS):
             try:
-                line = _dump(obj if limit is None else _shrink(obj, limit))
+                line = _dump(obj if limit is None else _shrink_record(obj, limit))
             except (ValueError, RecursionError):  # circular or absurdly deep args
                 continue
             if len(line) <= MAX_LINE:
@@ -206,7 +208,7 @@ class AuditRecord:
         # Only pathological args get here: keep the decision, drop the payload.
         obj.update(args=_MARK.format("all"), argv=[], code=None)
         obj["requester"]["cmdline"] = []
-        return _dump(_shrink(obj, 32))
+        return _dump(_shrink_record(obj, 32))
 
     def _quick_line(self) -> bytes | None:
         """:meth:`to_line` for the common record, byte for byte, without encoding
@@ -288,6 +290,19 @@ def _str(value: object) -> str:
 
 def _opt_str(value: object) -> str | None:
     return None if value is None else _str(value)
+
+
+def _shrink_record(obj: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A record's JSON object with its values cut as :func:`_shrink` cuts them; its
+    own keys and those of the requester and the action are all kept (only the
+    agent's payload can be long: args, argv, code, the command line)."""
+    out: dict[str, Any] = {}
+    for key, value in obj.items():
+        if key in _OWN_OBJECTS and isinstance(value, dict):
+            out[key] = {k: _shrink(v, limit, 2) for k, v in value.items()}
+        else:
+            out[key] = _shrink(value, limit, 1)
+    return out
 
 
 def _shrink(value: Any, limit: int, depth: int = 0) -> Any:
