@@ -570,3 +570,16 @@ def test_the_default_time_is_taken_when_the_record_is_made() -> None:
         by=DecidedBy.TIMEOUT,
     )
     assert before <= made.time <= time.time()
+
+
+def test_a_time_without_an_offset_is_utc_whatever_the_local_zone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TZ", "XST-5:30")  # a POSIX rule: no zone files needed
+    time.tzset()
+    try:
+        got = AuditRecord.from_json({**_minimal(), "time": "2025-06-15T15:06:40.250"})
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert got.time == T0
