@@ -405,6 +405,40 @@ def test_notices_do_not_extend_the_deadline(base: Path) -> None:
         assert time.monotonic() - started < 3
 
 
+def test_a_stream_of_notices_past_the_deadline_ends_the_wait_in_words(base: Path) -> None:
+    """Notices that keep coming never let the receive time out: the deadline is checked
+    between them."""
+    path = base / "b.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    stop = threading.Event()
+
+    def chatter() -> None:
+        conn, _ = server.accept()
+        with conn, contextlib.suppress(OSError):
+            request = json.loads(conn.makefile("rb").readline())
+            notices = frame(id=request["id"], op="progress", state="notified") * 100
+            while not stop.is_set():  # never a pause for the client's receive to time out in
+                conn.sendall(notices)
+
+    worker = threading.Thread(target=chatter, daemon=True)
+    worker.start()
+    try:
+        with BrokerClient(path) as client:
+            started = time.monotonic()
+            with pytest.raises(BrokerNotRespondingError) as info:
+                client.request(m.PingRequest(id=1), wait=0.3)
+            assert 0.3 <= time.monotonic() - started < 5
+            assert str(info.value) == (
+                f"the broker on {path} is not responding (no answer within 0.3 s: stopped or hung?)"
+            )
+    finally:
+        stop.set()
+        worker.join(10)
+        server.close()
+
+
 def test_receive_returns_what_came_in_order(base: Path) -> None:
     path = base / "b.sock"
     two: Script = lambda r: [frame(id=r["id"], op="ack"), frame(id=r["id"], op="pong")]  # noqa: E731

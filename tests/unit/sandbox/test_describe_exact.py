@@ -6,6 +6,7 @@ expected values, so a changed word, column or section shows.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -298,3 +299,55 @@ def test_the_working_directory_defaults_to_the_current_one(
     monkeypatch.chdir(tmp_path)
     view = describe(rules, 7, bwrap="/b")["namespaces"]["view"]
     assert view[-1] == {"kind": "dir", "path": str(tmp_path), "detail": "empty (named by no rule)"}
+
+
+def test_the_broker_socket_in_the_view_and_a_restricted_network_without_ports(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "run").mkdir()
+    sock = tmp_path / "run" / "elevate.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(sock))
+        rules = EffectiveRules("c", "/c.yaml", (), NetworkPolicy(NetworkMode.RESTRICTED), (), False)
+        data = describe(rules, 7, bwrap="/b", cwd=str(tmp_path), broker_socket=str(sock))
+    finally:
+        server.close()
+    assert data["namespaces"]["view"][3:] == [
+        {"kind": "ro", "path": str(sock), "detail": ""},
+        {"kind": "dir", "path": str(tmp_path), "detail": "empty (named by no rule)"},
+    ]
+    width = len(str(sock))
+    assert format_text(data) == (
+        "Profile:      c (/c.yaml)\n"
+        "Landlock:     ABI 7\n"
+        "Best effort:  no\n"
+        "\n"
+        "Filesystem:\n"
+        "  (none)\n"
+        "\n"
+        "Network:\n"
+        "  mode         restricted\n"
+        "  connect tcp  none\n"
+        "  bind tcp     none\n"
+        "\n"
+        "Scoped:\n"
+        "  abstract_unix_socket\n"
+        "  signal\n"
+        "\n"
+        "Namespaces: user, mount, pid, ipc, uts, cgroup (built by /b)\n"
+        "Mount view (everything else is absent):\n"
+        f"  proc  {'/proc'.ljust(width)}  fresh procfs: this call's processes only\n"
+        f"  dev   {'/dev'.ljust(width)}  minimal: null zero full random urandom tty pts shm\n"
+        f"  rw    {'/tmp'.ljust(width)}  private, removed after the call\n"
+        f"  ro    {sock}\n"
+        f"  dir   {str(tmp_path).ljust(width)}  empty (named by no rule)\n"
+        "\n"
+        "Environment passed:\n"
+        "  (none)\n"
+        "\n"
+        "Not enforced:\n"
+        "  udp           UDP and other non-TCP sockets are not restricted by Landlock\n"
+        "  unix_sockets  connect() to named Unix sockets inside paths the profile names is not "
+        "restricted (every other socket is absent from the mount view)\n"
+    )
