@@ -8,10 +8,12 @@ then types the answer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import termios
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -381,3 +383,87 @@ def test_missing_terminal_is_an_error(tmp_path: Any) -> None:
     with pytest.raises(TerminalError):
         run(lambda: prompter.ask_approval(make_request()))
     prompter.request_decided("x", True, "policy")  # silently nothing
+
+
+def test_a_terminal_that_cannot_be_used_is_named_in_words(tmp_path: Any) -> None:
+    missing = tmp_path / "no-tty"
+    with pytest.raises(TerminalError) as raised:
+        run(lambda: TerminalPrompter(str(missing)).ask_approval(make_request()))
+    assert str(raised.value) == f"cannot open {missing}: No such file or directory"
+    regular = tmp_path / "file"
+    regular.write_text("")
+    with pytest.raises(TerminalError) as raised:
+        run(lambda: TerminalPrompter(str(regular)).ask_approval(make_request()))
+    assert str(raised.value) == f"{regular} is not a terminal"
+
+
+def open_flags(pty: Pty) -> list[int]:
+    """The open-file flags of this process's descriptors on the pty's slave but the test's own."""
+    flags = []
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if int(name) != pty.slave and os.readlink(f"/proc/self/fd/{name}") == pty.path:
+                info = Path(f"/proc/self/fdinfo/{name}").read_text()
+                [line] = [x for x in info.splitlines() if x.startswith("flags:")]
+                flags.append(int(line.split()[1], 8))
+    return flags
+
+
+def test_the_terminal_is_opened_non_blocking_and_close_on_exec(pty: Pty) -> None:
+    prompter = TerminalPrompter(pty.path)
+    assert open_flags(pty) == []
+
+    async def scenario() -> list[int]:
+        task = asyncio.ensure_future(prompter.ask_approval(make_request()))
+        await pty.expect(APPROVE_PROMPT)
+        during = open_flags(pty)
+        pty.type("\n")
+        await pty.expect(CHOICE_PROMPT)
+        pty.type("\n")
+        await task
+        return during
+
+    [opened] = run(scenario)
+    wanted = os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC
+    assert opened & (os.O_ACCMODE | os.O_NONBLOCK | os.O_CLOEXEC) == wanted
+    assert open_flags(pty) == []  # closed again
+
+
+def test_each_question_sets_line_mode_and_keeps_the_other_modes(pty: Pty) -> None:
+    """From a raw-ish terminal: ICRNL, OPOST|ONLCR, ICANON|ECHONL added, nothing else lost."""
+    iflag, oflag, cflag, lflag, ispeed, ospeed, cc = termios.tcgetattr(pty.slave)
+    iflag = termios.IXON
+    oflag = termios.OCRNL
+    lflag = termios.ISIG | termios.IEXTEN | termios.ECHO
+    termios.tcsetattr(pty.slave, termios.TCSANOW, [iflag, oflag, cflag, lflag, ispeed, ospeed, cc])
+    start = termios.tcgetattr(pty.slave)
+    prompter = TerminalPrompter(pty.path)
+    seen: list[list[int]] = []
+
+    def modes() -> list[int]:
+        return termios.tcgetattr(pty.slave)[:4]
+
+    async def scenario() -> None:
+        task = asyncio.ensure_future(prompter.ask_approval(make_request()))
+        await pty.expect(APPROVE_PROMPT)
+        seen.append(modes())
+        pty.type("\r")
+        await pty.expect(CHOICE_PROMPT)
+        pty.type("\r")
+        await task
+        asked = asyncio.ensure_future(prompter.ask_password(password_request()))
+        await pty.expect(PASSWORD_PROMPT)
+        seen.append(modes())
+        pty.type("x\r")
+        await asked
+
+    run(scenario)
+    line = [
+        termios.IXON | termios.ICRNL,
+        termios.OCRNL | termios.OPOST | termios.ONLCR,
+        cflag,
+        termios.ISIG | termios.IEXTEN | termios.ICANON | termios.ECHONL | termios.ECHO,
+    ]
+    quiet = [*line[:3], line[3] & ~termios.ECHO]
+    assert seen == [line, quiet]
+    assert termios.tcgetattr(pty.slave) == start  # restored
