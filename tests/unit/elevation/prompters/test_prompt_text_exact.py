@@ -315,3 +315,8 @@ def test_the_codes_risks_follow_the_requests_own_warnings() -> None:
         "REMOTE: this request comes from another computer (box).",
         "RISK: the code deletes files and directories recursively (rm -r)",
     )
+
+
+def test_a_local_password_question_names_the_host_plainly() -> None:
+    request = PasswordRequest(id="p", approval=make_request(), prompt="x", user="bob", attempt=1)
+    assert password_text(request).field("Host").lines == ("desk.example.org",)
