@@ -583,3 +583,18 @@ def test_a_time_without_an_offset_is_utc_whatever_the_local_zone(
         monkeypatch.undo()
         time.tzset()
     assert got.time == T0
+
+
+def test_a_cut_records_args_keep_fifteen_levels_below_the_record() -> None:
+    def lists(levels: int, inner: Any) -> Any:
+        for _ in range(levels):
+            inner = [inner]
+        return inner
+
+    deep = "...[truncated: nested too deeply]"
+    long = "c" * 70_000  # the code makes the record too long: every value is cut
+    kept = json.loads(full(args={"n": lists(14, "leaf")}, code=long).to_line())
+    assert kept["args"] == {"n": lists(14, "leaf")}
+    assert kept["code"] == "c" * 8192 + "...[truncated 61808 chars]"
+    cut = json.loads(full(args={"n": lists(15, "leaf")}, code=long).to_line())
+    assert cut["args"] == {"n": lists(14, deep)}
