@@ -255,8 +255,8 @@ def test_profiles_are_told_apart_by_name_and_by_file(stack: Stack) -> None:
 
 def test_a_name_load_profile_refuses_is_refused_even_when_the_file_exists(stack: Stack) -> None:
     cache = RulesCache()
+    stack.write_profile("p", "{}\n")  # the profiles' directory exists: "../" leads out of it
     beside = stack.root / "config" / "ollie" / "default.yaml"
-    beside.parent.mkdir(parents=True, exist_ok=True)
     beside.write_text("{}\n")
     for _ in range(2):
         with pytest.raises(ProfileError) as caught:
