@@ -575,6 +575,7 @@ def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
     assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
     assert env["PWD"] == str(stack.cwd)
     assert env["OLLIE_ELEVATE_SOCKET"] == str(stack.root / "runtime" / "ollie" / "elevate.sock")
+    assert result.tool == "lift"
     assert result.sandboxed is False
     assert result.elevated is True
     assert result.sudo is False
