@@ -289,7 +289,11 @@ def test_read_only_git_entries_are_listed(tmp_path: Path) -> None:
     )
     data = describe(rules, 7, bwrap="/b", cwd=str(tmp_path / "repo"))
     assert data["namespaces"]["read_only_git"] == [str(tmp_path / "repo" / ".git")]
-    assert f"\nRead-only .git:\n  {tmp_path / 'repo' / '.git'}\n" in format_text(data)
+    text = format_text(data)
+    assert f"\nRead-only .git:\n  {tmp_path / 'repo' / '.git'}\n" in text
+    # after the mount view, which stays, like everything before it
+    assert text.startswith("Profile:      g (/g.yaml)\n")
+    assert text.index("Mount view (everything else is absent):\n") < text.index("Read-only .git:")
 
 
 def test_the_working_directory_defaults_to_the_current_one(
