@@ -327,3 +327,39 @@ def test_load_frame_keeps_finite_numbers_and_the_last_of_distinct_keys() -> None
         "c": 1e308,
         "d": [1, 2],
     }
+
+
+# --- the encoder's memory ----------------------------------------------------------
+
+
+def test_a_message_class_gets_its_content_getter_once() -> None:
+    getter = protocol._content_getter(m.DecisionReply)
+    assert protocol._content_getter(m.DecisionReply) is getter
+    assert getter[1] == (False, False, False, False, True)  # decision, reason, by, remember, grant
+    reply_ = m.DecisionReply(id=1, decision=m.Decision.ALLOW, reason="r", by=m.DecidedBy.USER)
+    assert getter[0](reply_) == (m.Decision.ALLOW, "r", m.DecidedBy.USER, None, None)
+
+
+def test_an_integer_too_long_to_write_is_refused_with_its_id() -> None:
+    request = m.ElevateRequest(
+        id=7, tool="t", kind=m.Kind.SUDO, argv=("a",), args={"n": 10**5000}, cwd="/"
+    )
+    with pytest.raises(m.MessageError) as info:
+        protocol.encode(request)
+    assert (info.value.code, info.value.request_id) == ("bad_request", 7)
+    assert info.value.message == (
+        "Exceeds the limit (4300 digits) for integer string conversion;"
+        " use sys.set_int_max_str_digits() to increase the limit"
+    )
+
+
+def test_a_frame_over_the_limit_is_refused_in_words() -> None:
+    ping = m.PingRequest(id="p")  # b'{"v":1,"id":"p","op":"ping"}\n': 29 bytes
+    assert protocol.encode(ping, max_frame=29) == b'{"v":1,"id":"p","op":"ping"}\n'
+    with pytest.raises(m.MessageError) as info:
+        protocol.encode(ping, max_frame=28)
+    assert (info.value.code, info.value.message, info.value.request_id) == (
+        "frame_too_large",
+        "ping message is 29 bytes, the limit is 28",
+        "p",
+    )
