@@ -24,7 +24,7 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +113,45 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line("tests reached the caller's desktop:", red=True)
         for hit in _guard.hits:
             terminalreporter.write_line(f"  {hit}", red=True)
+
+
+# --- running part of a test where file permissions apply ---------------------------------
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A directory an unprivileged child may use (``tmp_path`` is root's own, 0700)."""
+    base = os.path.realpath(os.environ.get("TMPDIR", "/tmp"))
+    made = Path(tempfile.mkdtemp(prefix="ollie-shared-", dir=base))
+    if os.getuid() == 0:
+        os.chown(made, NOBODY, NOBODY)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)
+
+
+def _run_unprivileged(action: Callable[[], None]) -> None:
+    if os.getuid() != 0:
+        action()
+        return
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            os.setgroups([])
+            os.setresgid(NOBODY, NOBODY, NOBODY)
+            os.setresuid(NOBODY, NOBODY, NOBODY)
+            action()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, "the unprivileged part failed"
+
+
+@pytest.fixture
+def unprivileged() -> Callable[[Callable[[], None]], None]:
+    """Runs an action where permissions apply: here when not root, else in a forked
+    child that gave up root (uid and gid nobody); the test fails when it raises."""
+    return _run_unprivileged

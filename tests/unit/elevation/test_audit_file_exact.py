@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shutil
 import struct
 import threading
 import time
@@ -598,39 +597,8 @@ def test_a_fragment_that_cannot_be_cut_is_ended_before_the_next_line(full_disk: 
     assert [gap_count(line) for line in lines_backwards(path)] == [None, 1, None, None]
 
 
-@pytest.fixture
-def shared_dir() -> Iterator[Path]:
-    """A directory an unprivileged child may use (``tmp_path`` is root's own, 0700)."""
-    made = Path(os.path.realpath(os.environ.get("TMPDIR", "/tmp"))) / f"audit-{os.getpid()}"
-    made.mkdir()
-    if os.getuid() == 0:
-        os.chown(made, 65534, 65534)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
-def _unprivileged(action: Callable[[], None]) -> None:
-    """Run ``action`` where permissions apply: a forked child that gave up root, if root."""
-    if os.getuid() != 0:
-        action()
-        return
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            action()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
 def test_a_file_no_longer_open_to_us_is_still_written_through_the_kept_descriptor(
-    shared_dir: Path,
+    shared_dir: Path, unprivileged: Callable[[Callable[[], None]], None]
 ) -> None:
     def keep_writing(path: Path) -> None:
         audit = AuditFile(path)
@@ -642,5 +610,5 @@ def test_a_file_no_longer_open_to_us_is_still_written_through_the_kept_descripto
     keep_writing(shared_dir / "as-root.jsonl")  # the same in this process (root or not)
     assert (shared_dir / "as-root.jsonl").read_bytes() == b"one\ntwo\n"
     path = shared_dir / "audit.jsonl"
-    _unprivileged(lambda: keep_writing(path))
+    unprivileged(lambda: keep_writing(path))
     assert path.read_bytes() == b"one\ntwo\n"

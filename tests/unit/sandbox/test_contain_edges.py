@@ -12,7 +12,7 @@ import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -185,38 +185,9 @@ def test_a_base_that_cannot_be_made_is_refused_word_for_word(tmp_path: Path) -> 
     assert isinstance(info.value.__cause__, NotADirectoryError)
 
 
-def _unprivileged(action: Callable[[], None]) -> None:
-    """Run ``action`` where permissions apply: a forked child that gave up root, if root."""
-    if os.getuid() != 0:
-        action()
-        return
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            os.setgroups([])
-            os.setresgid(65534, 65534, 65534)
-            os.setresuid(65534, 65534, 65534)
-            action()
-            code = 0
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
-
-
-@pytest.fixture
-def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A directory the unprivileged child may use (``tmp_path`` is root's own, 0700)."""
-    made = Path(os.path.realpath(os.environ.get("TMPDIR", "/tmp"))) / f"contain-{os.getpid()}"
-    made.mkdir()
-    if os.getuid() == 0:
-        os.chown(made, 65534, 65534)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
-
-
-def test_remove_tree_removes_what_the_tool_locked_itself_out_of(shared_dir: Path) -> None:
+def test_remove_tree_removes_what_the_tool_locked_itself_out_of(
+    shared_dir: Path, unprivileged: Callable[[Callable[[], None]], None]
+) -> None:
     tree = shared_dir / "call"
 
     def lock_and_remove() -> None:
@@ -229,13 +200,15 @@ def test_remove_tree_removes_what_the_tool_locked_itself_out_of(shared_dir: Path
         if os.path.lexists(tree):
             raise AssertionError("left behind")
 
-    _unprivileged(lock_and_remove)
+    unprivileged(lock_and_remove)
     assert not tree.exists()
     remove_tree(str(shared_dir / "absent"))  # nothing there: no error
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs root to leave a directory of another user")
-def test_remove_tree_goes_on_past_a_directory_it_may_not_chmod(shared_dir: Path) -> None:
+def test_remove_tree_goes_on_past_a_directory_it_may_not_chmod(
+    shared_dir: Path, unprivileged: Callable[[Callable[[], None]], None]
+) -> None:
     tree = shared_dir / "call"
     tree.mkdir()
     (tree / "theirs").mkdir(mode=0o755)  # root's: the unprivileged child may not chmod it
@@ -249,7 +222,7 @@ def test_remove_tree_goes_on_past_a_directory_it_may_not_chmod(shared_dir: Path)
         if os.path.lexists(tree):
             raise AssertionError("left behind")
 
-    _unprivileged(remove)
+    unprivileged(remove)
 
 
 def test_remove_tree_leaves_a_symlinked_directory_and_its_mode_alone(tmp_path: Path) -> None:
