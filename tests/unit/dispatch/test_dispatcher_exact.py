@@ -45,6 +45,7 @@ from registry_core.errors import (
 from registry_core.registry import Registry
 from registry_core.registry.model import Status, Tool
 from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule, SandboxCache
+from registry_core.sandbox.contain import find_bwrap
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES, NetworkMode
 
 NO_NAMESPACES = (
@@ -358,13 +359,11 @@ def test_a_sandboxed_call_refuses_an_unsafe_working_directory(stack: Stack, wher
 # --- Landlock only: no bwrap ------------------------------------------------------------------
 
 
-def _landlock_only(stack: Stack, gate: Any = None) -> Dispatcher:
+def _landlock_only(stack: Stack, gate: Any = None, *, bwrap: bool = False) -> Dispatcher:
+    """A dispatcher over the stack's tools that finds no bwrap (unless ``bwrap``)."""
     registry = stack.registry()
-    if gate is None:
-        return Dispatcher(registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None)
-    return Dispatcher(
-        registry=lambda: registry, env=stack.env, gate=gate, find_bwrap=lambda env: None
-    )
+    find = find_bwrap if bwrap else (lambda env: None)
+    return Dispatcher(registry=lambda: registry, env=stack.env, gate=gate, find_bwrap=find)
 
 
 def _best_effort(stack: Stack, name: str = "be", **changes: Any) -> None:
@@ -768,13 +767,7 @@ def test_an_executable_outside_every_rule_may_still_run(stack: Stack, bwrap: boo
     exe.chmod(0o755)
     stack.tool("far", cmd=str(exe))
     _best_effort(stack)
-    registry = stack.registry()
-    if bwrap:
-        dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
-    else:
-        dispatcher = Dispatcher(
-            registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None
-        )
+    dispatcher = _landlock_only(stack, bwrap=bwrap)
     result = dispatcher.call("far", {"x": 1}, stack.options(profile="be"))
     assert result.ok, result.error
     assert json.loads(result.stdout) == {"x": 1}
@@ -790,13 +783,7 @@ def test_without_landlock_a_best_effort_call_says_it_is_not_sandboxed(
 ) -> None:
     stack.tool("echo", ECHO)
     _best_effort(stack)
-    registry = stack.registry()
-    if bwrap:
-        dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
-    else:
-        dispatcher = Dispatcher(
-            registry=lambda: registry, env=stack.env, find_bwrap=lambda env: None
-        )
+    dispatcher = _landlock_only(stack, bwrap=bwrap)
     dispatcher._cache = SandboxCache(abi=0)  # what the kernel offers, detected once per dispatcher
     result = dispatcher.call("echo", {"a": 1}, stack.options(profile="be"))
     assert result.ok, result.error
