@@ -28,6 +28,7 @@ from registry_core.dispatch import (
     Dispatcher,
     ElevationRequest,
     Kind,
+    RefusingGate,
     validate_args,
 )
 from registry_core.dispatch import dispatcher as dispatcher_module
@@ -317,6 +318,18 @@ def test_bwrap_is_looked_up_once_with_the_dispatchers_environment(stack: Stack) 
     assert dispatcher.bwrap() == "/opt/bwrap"
     assert dispatcher.bwrap() == "/opt/bwrap"
     assert asked == [stack.env]
+
+
+def test_a_dispatcher_given_no_environment_works_on_a_copy_of_this_processs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OLLIE_TOOLS_PATH", "/from/this/process")
+    dispatcher = Dispatcher(registry=Registry)
+    monkeypatch.setenv("OLLIE_TOOLS_PATH", "/changed/later")
+    assert dispatcher.env["OLLIE_TOOLS_PATH"] == "/from/this/process"
+    assert dispatcher.tool_env(Registry())["OLLIE_TOOLS_PATH"] == "/from/this/process"
+    assert isinstance(dispatcher.gate, RefusingGate)
+    assert dispatcher.askpass is None
 
 
 def test_a_registry_without_directories_passes_the_configured_tools_path(stack: Stack) -> None:
