@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -61,3 +62,15 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     ):
         sandbox.nope  # noqa: B018
     assert sorted(sandbox.__all__) == sorted(sandbox._WHERE)
+
+
+@pytest.mark.parametrize("name", sorted(sandbox._WHERE))
+def test_a_name_not_yet_looked_up_is_found_in_its_module_and_kept(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # In this process: the subprocess tests above import the package afresh, but a
+    # name this process already looked up is a plain global and skips __getattr__.
+    home = importlib.import_module("registry_core.sandbox." + sandbox._WHERE[name])
+    monkeypatch.delitem(vars(sandbox), name, raising=False)
+    assert getattr(sandbox, name) is getattr(home, name)
+    assert vars(sandbox)[name] is getattr(home, name)  # found once, then a global
