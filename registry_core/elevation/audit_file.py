@@ -113,7 +113,8 @@ class AuditFile:
         self._appender: _Appender | None = None
         self._lost = 0
         self._lost_reason = ""
-        self._fragment = False  # a fragment that could not be cut ends the file
+        # (device, inode) of a file whose tail is a fragment that could not be cut
+        self._fragment: tuple[int, int] | None = None
 
     @property
     def path(self) -> Path:
@@ -168,12 +169,13 @@ class AuditFile:
     # --- internals (lock held) ----------------------------------------------------
 
     def _write(self, line: bytes) -> None:
-        if self._fragment:
-            line = b"\n" + line  # ends the fragment: the line starts a line of its own
         appender, st = self._current()
-        if st.st_size and st.st_size + len(line) > self.max_bytes:
+        pending = self._fragment == (st.st_dev, st.st_ino)  # a newline goes first
+        if st.st_size and st.st_size + pending + len(line) > self.max_bytes:
             self._rotate()
             appender, st = self._current()
+        if self._fragment == (st.st_dev, st.st_ino):
+            line = b"\n" + line  # ends the fragment: the line starts a line of its own
         fd = appender.fd
         # Where this line begins, from the status just taken of this very file (the
         # cut-back below checks that nothing was appended after the fragment).
@@ -193,7 +195,7 @@ class AuditFile:
             outcome = self._cut_back(fd, start, written)
             self._drop()
             raise _short(self.path, written, len(line), outcome)
-        self._fragment = False
+        self._fragment = None
 
     def _cut_back(self, fd: int, start: int, written: int) -> str:
         """Remove the fragment of a short write, if it is still the file's tail; what
@@ -203,7 +205,9 @@ class AuditFile:
                 return "the fragment was left: another line follows it"
             os.ftruncate(fd, start)
         except OSError as exc:
-            self._fragment = True
+            with contextlib.suppress(OSError):
+                st = os.fstat(fd)
+                self._fragment = (st.st_dev, st.st_ino)
             return f"the fragment could not be cut: {exc.strerror or exc}"
         return "the fragment was cut"
 

@@ -597,6 +597,23 @@ def test_a_fragment_that_cannot_be_cut_is_ended_before_the_next_line(full_disk: 
     assert [gap_count(line) for line in lines_backwards(path)] == [None, 1, None, None]
 
 
+def test_a_fragment_left_in_a_file_another_process_rotated_away_is_not_ended_in_the_new_one(
+    full_disk: Path,
+) -> None:
+    path = full_disk / "audit.jsonl"
+    audit = AuditFile(path)
+    audit.append(b'{"n":1}\n', NOW)
+    with append_only(path), pytest.raises(AuditError):
+        audit.append(b"l" * 9999 + b"\n", NOW)
+    os.rename(path, rotated(path, 1))  # what another writer's rotation does
+    (full_disk / "filler").unlink()
+    audit.append(b'{"n":2}\n', NOW)
+    audit.close()
+    assert rotated(path, 1).read_bytes() == b'{"n":1}\n' + b"l" * 4088
+    # The new file starts with a record: no empty line for a fragment it never held.
+    assert path.read_bytes() == gap_line(1, "short write (disk full)", NOW) + b'{"n":2}\n'
+
+
 def test_a_file_no_longer_open_to_us_is_still_written_through_the_kept_descriptor(
     shared_dir: Path, unprivileged: Callable[[Callable[[], None]], None]
 ) -> None:
