@@ -156,7 +156,7 @@ def refusals(caplog: pytest.LogCaptureFixture) -> list[str]:
         (
             FloodLimits(requests_per_process=1),
             True,
-            f"too many requests pending from pid {os.getpid()} (limit 1)",
+            "too many requests pending from pid {pid} (limit 1)",
         ),
         (
             FloodLimits(requests_per_uid=1),
@@ -174,6 +174,7 @@ def test_a_request_beyond_a_cap_is_refused_in_words_until_one_is_answered(
     second_on_another_connection: bool,
     words: str,
 ) -> None:
+    words = words.format(pid=os.getpid())  # this process's: tests may run in a fork
     prompter = FakePrompter([Approval(False), Approval(False)], hold=True)
 
     async def go() -> None:
@@ -248,7 +249,7 @@ def test_a_requester_that_leaves_withdraws_its_question(setup: Setup, base: Path
     [
         (
             FloodLimits(connections_per_process=1),
-            f"too many connections from pid {os.getpid()} (limit 1)",
+            "too many connections from pid {pid} (limit 1)",
         ),
         (FloodLimits(connections_per_uid=1), f"too many connections for uid {ME} (limit 1)"),
     ],
@@ -257,6 +258,8 @@ def test_a_requester_that_leaves_withdraws_its_question(setup: Setup, base: Path
 def test_a_connection_beyond_a_cap_gets_its_error_and_is_closed(
     setup: Setup, base: Path, caplog: pytest.LogCaptureFixture, caps: FloodLimits, words: str
 ) -> None:
+    words = words.format(pid=os.getpid())  # this process's: tests may run in a fork
+
     async def go() -> None:
         async with serving(setup, base, FakePrompter(), limits=caps) as server:
             path = base / "run" / "elevate.sock"
