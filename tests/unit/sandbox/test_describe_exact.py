@@ -355,3 +355,30 @@ def test_the_broker_socket_in_the_view_and_a_restricted_network_without_ports(
         "  unix_sockets  connect() to named Unix sockets inside paths the profile names is not "
         "restricted (every other socket is absent from the mount view)\n"
     )
+
+
+def test_a_rule_naming_tmp_is_the_calls_private_tmp_in_the_view(tmp_path: Path) -> None:
+    # With namespaces `sandbox show` expands {TMPDIR} to /tmp (as the dispatcher does): the
+    # rule names the call's private /tmp, which the view already has, never the host's.
+    rules = EffectiveRules(
+        "t",
+        "/t.yaml",
+        (PathRule("/tmp", Access.RW, "filesystem.rw"),),
+        NetworkPolicy(NetworkMode.DENY),
+        (),
+        False,
+    )
+    data = describe(rules, 7, bwrap="/b", cwd=str(tmp_path))
+    assert data["filesystem"] == [
+        {
+            "path": "/tmp",
+            "access": "rw",
+            "kind": "dir",
+            "origin": "filesystem.rw",
+            "rights": WRITE_RIGHTS,
+        }
+    ]
+    assert data["namespaces"]["view"][2:] == [
+        {"kind": "rw", "path": "/tmp", "detail": "private, removed after the call"},
+        {"kind": "dir", "path": str(tmp_path), "detail": "empty (named by no rule)"},
+    ]
