@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import WAIT, FakePrompter, Setup, run
+from core_helpers import HOST, WAIT, FakePrompter, Setup, run
 
+from registry_core.elevation.identity import Requester, describe_peer
 from registry_core.elevation.limits import FloodLimits, Throttle
 from registry_core.elevation.prompter import Approval
 from registry_core.elevation.server import BrokerServer, _Connection
@@ -279,7 +280,10 @@ def test_a_connection_beyond_a_cap_gets_its_error_and_is_closed(
 
     with caplog.at_level(logging.WARNING, logger="registry_core.elevation.server"):
         run(go)
-    assert refusals(caplog) == [f"refused: {words}"]
+    # The refusal, and nothing else: the refused connection's close is no failure.
+    assert [
+        r.getMessage() for r in caplog.records if r.name == "registry_core.elevation.server"
+    ] == [f"refused: {words}"]
 
 
 def test_refusals_are_logged_once_per_second_with_the_count_held_back(
@@ -616,6 +620,25 @@ def test_a_stream_ending_inside_a_frame_is_answered_before_the_close(
     message = "stream ended inside a frame (26 bytes without a newline)"
     assert reply == error(None, "bad_json", message)
     assert closed
+
+
+def test_the_identify_hook_is_told_the_peers_pid_uid_gid_and_the_brokers_host(
+    setup: Setup, base: Path
+) -> None:
+    told: list[tuple[int, int, int, str]] = []
+
+    def identify(pid: int, uid: int, gid: int, host: str) -> Requester:
+        told.append((pid, uid, gid, host))
+        return describe_peer(pid, uid, gid, host)
+
+    async def go() -> dict[str, Any]:
+        async with serving(setup, base, FakePrompter(), identify=identify):
+            peer = await connect(base / "run" / "elevate.sock")
+            await peer.send(id=1, op="ping")
+            return await peer.reply()
+
+    assert run(go) == {"v": 1, "id": 1, "op": "pong"}
+    assert told == [(os.getpid(), os.getuid(), os.getgid(), HOST)]
 
 
 def test_a_peer_that_cannot_be_identified_is_closed_and_logged(
