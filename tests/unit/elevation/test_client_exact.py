@@ -465,6 +465,34 @@ def test_a_closed_connection_in_words(base: Path) -> None:
         assert lost == "broker connection lost: [Errno 32] Broken pipe"
 
 
+def test_a_connection_reset_while_waiting_in_words(base: Path) -> None:
+    """A broker that closes with our request unread resets the connection (ECONNRESET
+    on the receive): lost, in the system's words, with the error as the cause."""
+    path = base / "b.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+
+    def read_a_byte_and_close() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1)  # the rest of the request stays unread
+
+    worker = threading.Thread(target=read_a_byte_and_close, daemon=True)
+    worker.start()
+    try:
+        with BrokerClient(path) as client:
+            with pytest.raises(BrokerUnavailableError) as info:
+                client.request(m.PingRequest(id=1))
+            assert str(info.value) == (
+                f"broker connection lost: [Errno {errno.ECONNRESET}] Connection reset by peer"
+            )
+            assert type(info.value.__cause__) is ConnectionResetError
+    finally:
+        worker.join(10)
+        server.close()
+
+
 def test_a_bad_frame_from_the_broker_in_words(base: Path) -> None:
     path = base / "b.sock"
     with scripted(path, lambda _r: [b"{nope\n"]), BrokerClient(path) as client:

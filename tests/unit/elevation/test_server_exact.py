@@ -477,14 +477,15 @@ def test_a_bad_frame_is_answered_in_words_and_the_connection_kept(setup: Setup, 
     assert second == {"v": 1, "id": 1, "op": "pong"}
 
 
-def test_shutdown_denies_a_pending_request_in_words(setup: Setup, base: Path) -> None:
+@pytest.mark.parametrize("op", ["elevate", "action"])
+def test_shutdown_denies_a_pending_request_in_words(setup: Setup, base: Path, op: str) -> None:
     prompter = FakePrompter(hold=True)
 
     async def go() -> tuple[dict[str, Any], bool, float]:
         server = BrokerServer(setup.broker(prompter), base / "run" / "elevate.sock")
         await server.start()
         peer = await connect(base / "run" / "elevate.sock")
-        await peer.send(**elevate(setup, "w"))
+        await peer.send(**(elevate(setup, "w") if op == "elevate" else action("w")))
         await prompter.until(lambda: len(prompter.asked) == 1)
         started = time.monotonic()
         await server.close()
