@@ -710,6 +710,25 @@ def test_a_burst_of_connections_waits_in_a_long_listen_queue(setup: Setup, base:
     assert run(go) == 300
 
 
+def test_a_server_never_started_closes_and_leaves_the_path_alone(setup: Setup, base: Path) -> None:
+    """Closing a server whose start never came (a failed start-up's clean-up) is quiet,
+    and a socket file there, not its own, is left."""
+    path = base / "elevate.sock"
+    other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    other.bind(str(path))
+
+    async def go() -> bool:
+        server = BrokerServer(setup.broker(FakePrompter()), path)
+        await server.close()
+        return server.closed.is_set()
+
+    try:
+        assert run(go)
+        assert path.is_socket()
+    finally:
+        other.close()
+
+
 def test_close_leaves_a_socket_file_that_is_not_its_own(setup: Setup, base: Path) -> None:
     path = base / "run" / "elevate.sock"
 
