@@ -642,6 +642,30 @@ def test_the_identify_hook_is_told_the_peers_pid_uid_gid_and_the_brokers_host(
     assert told == [(os.getpid(), os.getuid(), os.getgid(), HOST)]
 
 
+def test_a_batch_whose_audit_records_cannot_be_written_is_logged_and_answered(
+    setup: Setup, base: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = setup.audit_path
+    path.mkdir(parents=True)  # a directory where the log should be
+
+    async def go() -> dict[str, Any]:
+        async with serving(setup, base, FakePrompter()) as server:
+            server.broker.set_paused(True)  # decided at once, in the batch
+            peer = await connect(base / "run" / "elevate.sock")
+            await peer.send(**elevate(setup, "p"))
+            return await peer.reply()
+
+    with caplog.at_level(logging.ERROR):
+        reply = run(go)
+    assert (reply["id"], reply["decision"], reply["by"]) == ("p", "deny", "paused")
+    assert [(r.name, r.getMessage()) for r in caplog.records] == [
+        (
+            "registry_core.elevation.server",
+            f"could not write the audit log {path}: cannot open {path}: Is a directory",
+        )
+    ]
+
+
 def test_a_peer_that_cannot_be_identified_is_closed_and_logged(
     setup: Setup, base: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -764,10 +788,15 @@ def test_close_gives_up_on_a_held_start_up_lock_and_leaves_the_socket(
 
 
 def test_a_connection_accepted_while_closing_is_closed_unserved(setup: Setup, base: Path) -> None:
+    ours, peer = socket.socketpair(socket.AF_UNIX)  # a peer the server would admit
+
     class FakeTransport(asyncio.Transport):
         def __init__(self) -> None:
             super().__init__()
             self.closed = False
+
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            return ours if name == "socket" else default
 
         def close(self) -> None:
             self.closed = True
@@ -780,7 +809,8 @@ def test_a_connection_accepted_while_closing_is_closed_unserved(setup: Setup, ba
         conn.connection_made(transport)
         return conn, transport, server
 
-    conn, transport, server = run(go)
+    with ours, peer:
+        conn, transport, server = run(go)
     assert transport.closed
     assert conn.requester is None and conn.peer is None
     assert server.peers.connections() == 0
