@@ -783,7 +783,7 @@ def test_close_gives_up_on_a_held_start_up_lock_and_leaves_the_socket(
             return time.monotonic() - started
 
     took = run(go)
-    assert 4.9 < took < 8
+    assert 4.9 < took < 5.9  # five seconds for the lock
     assert path.is_socket()  # not removed without the lock
 
 
@@ -890,4 +890,4 @@ def test_close_waits_for_slow_readers_and_cuts_off_peers_that_never_read(
     }
     pongs = [f["id"] for f in lines if f["op"] == "pong"]
     assert len(pongs) == len(lines) - 2 and pongs == [n % 2000 for n in range(len(pongs))]
-    assert took >= 1.9  # the peer that never reads held it until the cut-off
+    assert 1.9 <= took < 2.9  # the peer that never reads held it until the two-second cut-off
