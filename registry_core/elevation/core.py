@@ -17,22 +17,18 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
-import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.action_flow import (
-    action_approval_request,
-    remember_answer,
-    remembered_rule,
-)
+from registry_core.elevation.action_flow import action_approval_request, remembered_rule
 from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
+from registry_core.elevation.asking import elevate_question, settle_answer
 from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.confinement import SANDBOX_LABEL
+from registry_core.elevation.credential_gate import CredentialGate
 from registry_core.elevation.decision_memo import (
     BatchChecks,
     DecisionMemo,
@@ -42,26 +38,14 @@ from registry_core.elevation.decision_memo import (
 )
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
-from registry_core.elevation.grants import (
-    PASSWORD_ATTEMPTS_EXHAUSTED,
-    PASSWORD_CANCELLED,
-    GrantBook,
-    GrantRefused,
-)
-from registry_core.elevation.identity import Requester, parent_chain
+from registry_core.elevation.grants import GrantBook
+from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.prompter import (
-    Approval,
-    ApprovalRequest,
-    PasswordRequest,
-    Prompter,
-    Remember,
-)
+from registry_core.elevation.prompter import Approval, ApprovalRequest, Prompter, Remember
 from registry_core.elevation.recording import record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 
-log = logging.getLogger(__name__)
 DEFAULT_PROMPT_TIMEOUT = 60.0
 DEFAULT_QUEUE_TIMEOUT = 600.0
 """How long a request may wait for its turn before it is denied (``by: timeout``)."""
@@ -135,6 +119,7 @@ class Broker:
         self._listeners: list[Callable[[], None]] = []
         self._memo = DecisionMemo()
         self._batch: BatchChecks | None = None
+        self.gate = CredentialGate(self.grants, prompter, self._queue)
 
     # --- observers (the tray's menu and icon) ---------------------------------
 
@@ -187,45 +172,6 @@ class Broker:
             raise m.MessageError(m.ErrorCode.UNKNOWN_TOOL, str(exc), req.id) from exc
         except ToolUnavailableError as exc:
             raise m.MessageError(m.ErrorCode.TOOL_UNAVAILABLE, str(exc), req.id) from exc
-
-    def _approval_request(
-        self, req: m.ElevateRequest, requester: Requester, facts: RequestFacts
-    ) -> ApprovalRequest:
-        claimed: str | None = None  # pragma: no mutate (both branches set it)
-        if requester.remote and requester.host:
-            # Forwarded by ollie-remote: the host is our own record, the request's
-            # ``host`` only a claim (see registry_core/remote/identify.py).
-            host = requester.host
-            claimed = req.host if req.host and req.host != host else None
-        else:
-            # A local connection: this host, whatever the request claims. Trusting the
-            # claim would let any local process (a sandboxed tool can reach the socket)
-            # ride on another host's remembered allows.
-            host = self.config.host
-            claimed = req.host if req.host and req.host != host else None
-        timeout = self.config.prompt_timeout
-        if req.timeout is not None:
-            timeout = min(timeout, req.timeout)
-        return ApprovalRequest(
-            id=f"r{next(self._ids)}",
-            tool=req.tool,
-            kind=req.kind,
-            description=facts.description,
-            variant=facts.variant,
-            executable=facts.executable,
-            sha256=facts.sha256,
-            argv=req.argv,
-            args=req.args,
-            cwd=req.cwd,
-            requester=requester,
-            host=host,
-            timeout=timeout,
-            code=req.code,
-            mismatches=facts.mismatches,
-            remote=requester.remote or host != self.config.host,
-            claimed_host=claimed,
-            client=req.client,
-        )
 
     def _policy_decision(
         self,
@@ -304,7 +250,14 @@ class Broker:
                 return repeated
             stamp = self.policies.lookup_stamp(req.tool, req.kind, self.config.host)
             facts = self._facts(req, requester, registry)
-        ar = self._approval_request(req, requester, facts)
+        ar = elevate_question(
+            req,
+            requester,
+            facts,
+            request_id=f"r{next(self._ids)}",
+            host=self.config.host,
+            prompt_timeout=self.config.prompt_timeout,
+        )
         reply = self._decide_now(ar, req.id)
         if reply is None:
             return ar
@@ -544,114 +497,20 @@ class Broker:
             # The dialog's countdown ended first: the same unattended timeout as above.
             reason = answer.reason or f"no answer within {_seconds(ar.timeout)} s"
             return self._reply(ar, deny, reason, m.DecidedBy.TIMEOUT)
-        remember = answer.remember
-        if ar.action is not None:
-            if not answer.approved and remember is not Remember.DENY_ALWAYS:
-                remember = Remember.ONCE  # a "no" never stores an allow
-            stored, note = remember_answer(self.actions, ar, answer, remember)
-            decision = m.Decision.ALLOW if answer.approved else deny
-            if remember is Remember.DENY_ALWAYS:
-                decision = deny
-            default = (
-                "approved by the user" if decision is m.Decision.ALLOW else "denied by the user"
-            )
-            reason = (answer.reason or default) + note
-            return self._reply(ar, decision, reason, m.DecidedBy.USER, stored)
-        one_at_a_time = ar.code is not None or bool(ar.mismatches)
-        if one_at_a_time and remember is not Remember.DENY_ALWAYS:
-            # Free-form code and mismatching requests are approved one at a time.
-            remember = Remember.ONCE
-        if answer.approved and remember is not Remember.DENY_ALWAYS:
-            self.policies.remember(ar.tool, ar.kind, ar.host, remember, ar.executable, ar.sha256)
-            reason = answer.reason or "approved by the user"
-            return self._reply(ar, m.Decision.ALLOW, reason, m.DecidedBy.USER, remember)
-        if remember is Remember.DENY_ALWAYS:
-            self.policies.remember(ar.tool, ar.kind, ar.host, remember, ar.executable, ar.sha256)
-        else:
-            remember = Remember.ONCE
-        reason = answer.reason or "denied by the user"
-        return self._reply(ar, deny, reason, m.DecidedBy.USER, remember)
+        decision, reason, remember = settle_answer(ar, answer, self.policies, self.actions)
+        return self._reply(ar, decision, reason, m.DecidedBy.USER, remember)
 
     # --- credential gate ---------------------------------------------------------
 
     async def askpass(
         self, req: m.AskpassRequest, requester: Requester
     ) -> m.PasswordReply | m.DecisionReply:
-        """The password for a live grant, asked of the person; refusals are typed errors.
-
-        A requester inside a sandbox is refused before anything else: no grant is
-        looked at or asked for, no front-end (and so no keyring) is consulted, and a
-        grant it presents dies (its token has leaked into the sandbox)."""
-        if requester.sandboxed:
-            leaked = self.grants.finish(req.grant)
-            log.warning(
-                "refused askpass from pid %d %s (%s)%s",
-                requester.pid,
-                SANDBOX_LABEL,
-                "; ".join(requester.sandbox_reasons),
-                "; its grant is withdrawn" if leaked is not None else "",
-            )
-            raise m.MessageError(
-                m.ErrorCode.SANDBOXED_REQUESTER,
-                f"askpass refused: the requester is {SANDBOX_LABEL}; "
-                "only the dispatcher outside the sandbox may run sudo",
-                req.id,
-            )
-        ancestry = (requester.pid, *(p.pid for p in parent_chain(requester.pid)))
-        try:
-            grant = self.grants.check(req.grant, requester.uid, ancestry)
-        except GrantRefused as exc:
-            raise m.MessageError(m.ErrorCode.NO_GRANT, exc.reason, req.id) from exc
-        question = PasswordRequest(
-            id=f"{grant.approval.id}.p{grant.attempts}",
-            approval=grant.approval,
-            prompt=req.prompt,
-            user=grant.approval.requester.user or _user_name(grant.approval.requester.uid),
-            attempt=grant.attempts,
-        )
-        try:
-            async with self._queue:
-                async with asyncio.timeout(grant.approval.timeout):
-                    answer = await self.prompter.ask_password(question)
-        except TimeoutError:
-            reason = f"no password within {grant.approval.timeout:g} s"
-            return self._refuse_password(req, reason, m.DecidedBy.TIMEOUT)
-        except asyncio.CancelledError:
-            self.grants.finish(req.grant)
-            raise
-        except Exception as exc:
-            return self._refuse_password(req, f"front-end failed: {exc}", m.DecidedBy.NO_FRONT_END)
-        if answer.password is None:
-            return self._refuse_password(req, PASSWORD_CANCELLED, m.DecidedBy.USER)
-        return m.PasswordReply(id=req.id, password=answer.password)
-
-    def _refuse_password(
-        self, req: m.AskpassRequest, reason: str, by: m.DecidedBy
-    ) -> m.DecisionReply:
-        grant = self.grants.finish(req.grant)
-        if grant is not None:
-            grant.refused = reason
-        return m.DecisionReply(id=req.id, decision=m.Decision.DENY, reason=reason, by=by)
+        """sudo's password for a live grant (:meth:`CredentialGate.askpass`)."""
+        return await self.gate.askpass(req, requester)
 
     def sudo_result(self, req: m.SudoResultRequest) -> m.AckReply | m.DecisionReply:
-        """Finish the grant; a ``deny`` reply when the credential gate refused it.
-
-        sudo exits 1 both when its tool fails and when no password got through;
-        the dispatcher cannot tell them apart, the broker can: a cancelled or
-        timed-out password, or wrong passwords until sudo gave up (``auth_failed``
-        after at least one password was handed out), mean the tool never ran.
-        """
-        grant = self.grants.finish(req.grant)
-        if grant is None or req.exit_code == 0:
-            return m.AckReply(id=req.id)
-        reason = grant.refused
-        if reason is None and req.auth_failed and grant.attempts > 0:
-            reason = PASSWORD_ATTEMPTS_EXHAUSTED
-        if reason is None:
-            return m.AckReply(id=req.id)
-        return m.DecisionReply(
-            id=req.id, decision=m.Decision.DENY, reason=reason, by=m.DecidedBy.USER
-        )
+        """Finish a grant (:meth:`CredentialGate.sudo_result`)."""
+        return self.gate.sudo_result(req)
 
     def status(self, req: m.StatusRequest) -> m.StatusReply:
         return m.StatusReply(
@@ -669,15 +528,6 @@ def _seconds(value: float) -> str:
     """A countdown in words: to the hundredth (what is left of a requester's deadline
     is a hair under what it asked for)."""
     return f"{round(value, 2):g}"
-
-
-def _user_name(uid: int) -> str:
-    import pwd
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 __all__ = ["REQUEST_CODE_TOOL", "Broker", "BrokerConfig", "Pending", "QueueInfo"]

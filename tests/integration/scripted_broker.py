@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig
-from registry_core.elevation.grants import GrantBook
 from registry_core.elevation.limits import FloodLimits
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import (
@@ -443,7 +442,6 @@ def main(argv: list[str] | None = None) -> int:
     async def serve() -> None:
         tools = [Path(p) for p in args.tools.split(":") if p]
         broker = make_broker(tools, args.state, prompter, prompt_timeout=args.timeout, clock=clock)
-        broker.grants = GrantBook(clock)
         server = BrokerServer(broker, args.socket)
         await server.start()
         loop = asyncio.get_running_loop()

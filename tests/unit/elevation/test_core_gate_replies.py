@@ -187,7 +187,7 @@ def test_a_refused_sandboxed_askpass_logs_whether_a_grant_was_withdrawn(
         with pytest.raises(m.MessageError):
             await broker.askpass(askpass(2, grant), inside)
 
-    with caplog.at_level(logging.WARNING, logger="registry_core.elevation.core"):
+    with caplog.at_level(logging.WARNING, logger="registry_core.elevation.credential_gate"):
         run(go)
     tail = "; its grant is withdrawn" if known else ""
     assert [r.getMessage() for r in caplog.records] == [

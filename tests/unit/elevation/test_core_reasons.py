@@ -145,7 +145,7 @@ def test_askpass_from_the_sandbox_is_refused_in_words_and_logged(
             await broker.askpass(askpass(2, approved.grant), inside)
         return refused.value
 
-    with caplog.at_level(logging.WARNING, logger="registry_core.elevation.core"):
+    with caplog.at_level(logging.WARNING, logger="registry_core.elevation.credential_gate"):
         refused = run(go)
     assert refused.message == (
         "askpass refused: the requester is from inside the sandbox; "
