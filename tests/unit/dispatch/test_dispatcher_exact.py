@@ -3,10 +3,9 @@
 Runs the real :class:`Dispatcher` on small tools in an isolated environment
 (see dispatch_helpers.py): the Landlock-only path (the ``find_bwrap`` hook
 answering ``None``) and the namespace path with a real and a failing
-``bwrap``, the rules cache on real profile files, an elevated call, and
-``sudo`` after approval through a ``sudo`` stand-in on ``PATH`` (a real child
-process that records what it was given and then runs the tool, or answers as
-sudo does when the password is wrong or missing).
+``bwrap``, and the rules cache on real profile files.  Argument checks are in
+test_validate_args_exact.py, elevated and sudo calls in
+test_dispatcher_elevated_exact.py.
 """
 
 from __future__ import annotations
@@ -19,24 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dispatch_helpers import ECHO, ENV_DUMP, MARKER, FakeGate, Stack
+from dispatch_helpers import ECHO, ENV_DUMP, MARKER, Stack
 
 from registry_core import paths
-from registry_core.dispatch import (
-    Authorization,
-    CallOptions,
-    Dispatcher,
-    ElevationRequest,
-    Kind,
-    RefusingGate,
-    validate_args,
-)
-from registry_core.dispatch import dispatcher as dispatcher_module
+from registry_core.dispatch import CallOptions, Dispatcher, RefusingGate
 from registry_core.dispatch.dispatcher import RulesCache, sandbox_path
 from registry_core.errors import (
-    ArgumentsError,
     BrokerSocketExposedError,
-    ElevationDeniedError,
     ExecutableError,
     NamespacesUnavailableError,
     ProfileError,
@@ -54,112 +42,6 @@ NO_NAMESPACES = (
     "tmux and every other socket in /tmp and /run/user stay reachable, the real /tmp is "
     "shared, and processes may outlive the call"
 )
-
-# --- validate_args: every refusal word for word ----------------------------------------
-
-SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["path", "mode"],
-    "properties": {
-        "zeta": {"type": "integer"},
-        "path": {"type": "string"},
-        "mode": {"enum": ["fast", "slow"]},
-        "alpha": {"type": "integer"},
-        "name": {"type": "string", "pattern": "^[a-z]+$"},
-    },
-}
-
-
-def _tool(stack: Stack, schema: dict[str, Any] = SCHEMA, name: str = "strict") -> Tool:
-    stack.tool(name, MARKER, args=schema)
-    return stack.registry().get(name)
-
-
-def _refusal(tool: Tool, args: Any) -> ArgumentsError:
-    with pytest.raises(ArgumentsError) as caught:
-        validate_args(tool, args)
-    return caught.value
-
-
-@pytest.mark.parametrize("args", [[1, 2], "text", None, 3])
-def test_arguments_that_are_not_an_object(stack: Stack, args: Any) -> None:
-    error = _refusal(_tool(stack), args)
-    assert (error.tool, error.field, error.message) == (
-        "strict",
-        "(arguments)",
-        "must be a JSON object",
-    )
-    assert str(error) == "strict: invalid argument (arguments): must be a JSON object"
-
-
-def test_a_missing_property_names_the_first_one_missing(stack: Stack) -> None:
-    error = _refusal(_tool(stack), {"path": "p"})
-    assert (error.tool, error.field, error.message) == ("strict", "mode", "is required")
-    assert str(error) == "strict: invalid argument mode: is required"
-    error = _refusal(_tool(stack), {})
-    assert (error.field, error.message) == ("path", "is required")
-
-
-def test_a_missing_nested_property_names_its_path(stack: Stack) -> None:
-    schema = {
-        "type": "object",
-        "properties": {
-            "items": {
-                "type": "array",
-                "items": {"type": "object", "required": ["a", "b"]},
-            }
-        },
-    }
-    error = _refusal(_tool(stack, schema), {"items": [{"a": 1, "b": 2}, {"a": 1}]})
-    assert (error.field, error.message) == ("items[1].b", "is required")
-
-
-def test_a_value_outside_an_enum_is_not_taken_for_a_missing_property(stack: Stack) -> None:
-    error = _refusal(_tool(stack), {"path": "p", "mode": "medium"})
-    assert (error.tool, error.field, error.message) == (
-        "strict",
-        "mode",
-        "'medium' is not one of ['fast', 'slow']",
-    )
-
-
-def test_of_two_sibling_errors_the_best_match_is_reported(stack: Stack) -> None:
-    # jsonschema's best match among siblings is the last by path, not the first sorted.
-    args = {"path": "p", "mode": "fast", "alpha": "a", "zeta": "z"}
-    error = _refusal(_tool(stack), args)
-    assert (error.field, error.message) == ("zeta", "'z' is not of type 'integer'")
-    assert str(error) == "strict: invalid argument zeta: 'z' is not of type 'integer'"
-
-
-def test_the_best_match_does_not_depend_on_the_schemas_order(stack: Stack) -> None:
-    # zeta comes first in the schema, so the validator finds its error first.
-    args = {"path": "p", "mode": "fast", "alpha": 1.5, "zeta": 2.5}
-    error = _refusal(_tool(stack), args)
-    assert (error.field, error.message) == ("zeta", "2.5 is not of type 'integer'")
-
-
-def test_an_error_the_fast_path_cannot_judge_is_explained_by_jsonschema(stack: Stack) -> None:
-    error = _refusal(_tool(stack), {"path": "p", "mode": "slow", "name": "UPPER"})
-    assert (error.field, error.message) == ("name", "'UPPER' does not match '^[a-z]+$'")
-
-
-def test_valid_arguments_the_fast_path_cannot_judge_are_accepted(stack: Stack) -> None:
-    validate_args(_tool(stack), {"path": "p", "mode": "slow", "name": "lower"})
-
-
-def test_valid_arguments_under_a_simple_schema_never_reach_jsonschema(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tool = _tool(stack, {"type": "object", "properties": {"n": {"type": "integer"}}})
-
-    def no_validator(schema: Any) -> Any:
-        raise AssertionError(f"jsonschema was asked about {schema!r}")
-
-    monkeypatch.setattr(dispatcher_module, "validator_for", no_validator)
-    validate_args(tool, {"n": 3})
-    with pytest.raises(AssertionError, match="jsonschema was asked"):
-        validate_args(tool, {"n": "three"})
-
 
 # --- sandbox_path ------------------------------------------------------------------------
 
@@ -555,215 +437,6 @@ def test_truncated_stderr_alone_marks_the_result_truncated(stack: Stack) -> None
     assert result.truncated is True
     assert result.stdout == "ok\n"
     assert result.stderr == "0" * 10 + "\n[output truncated: 10 bytes over the 10 bytes limit]"
-
-
-# --- elevated: outside the sandbox after approval ------------------------------------------
-
-
-def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
-    script = (
-        "#!/usr/bin/python3\nimport json, os, sys\n"
-        "print(json.dumps({'stdin': sys.stdin.read(), 'env': dict(os.environ),"
-        " 'cwd': os.getcwd()}))\n"
-    )
-    exe = stack.tool("lift", script, elevated=True)
-    gate = FakeGate(approve=True)
-    started: list[int] = []
-    result = stack.dispatcher(gate=gate).call(
-        "lift", {"n": 1}, stack.options(client="agent-x", on_start=started.append)
-    )
-    assert result.ok, result.error
-    assert gate.requests == [
-        ElevationRequest(
-            "lift", Kind.SANDBOX, (str(exe),), {"n": 1}, str(stack.cwd), client="agent-x"
-        )
-    ]
-    seen = json.loads(result.stdout)
-    assert seen["stdin"] == '{"n": 1}'
-    assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
-    env = seen["env"]
-    for name, value in stack.env.items():
-        assert env[name] == value  # the caller's whole environment
-    assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
-    assert env["PWD"] == str(stack.cwd)
-    assert env["OLLIE_ELEVATE_SOCKET"] == str(stack.root / "runtime" / "ollie" / "elevate.sock")
-    assert result.tool == "lift"
-    assert result.sandboxed is False
-    assert result.elevated is True
-    assert result.sudo is False
-    assert result.argv == (str(exe),)
-    assert result.unenforced == ()
-    assert len(started) == 1
-
-
-def test_an_elevated_call_times_out_like_any_other(stack: Stack) -> None:
-    stack.tool("lift", "#!/bin/sh\nexec sleep 60\n", elevated=True)
-    result = stack.dispatcher(gate=FakeGate(approve=True)).call(
-        "lift", {}, stack.options(timeout=0.5)
-    )
-    assert result.stderr == "timed out after 0.5 s"
-    assert result.exit_code == 124
-
-
-# --- sudo after approval: a sudo stand-in on PATH ------------------------------------------
-
-FAKE_SUDO = """#!/usr/bin/python3
-import json, os, sys
-here = os.path.dirname(os.path.abspath(__file__))
-with open(os.path.join(here, "sudo.seen"), "w") as fh:
-    json.dump({"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd()}, fh)
-with open(os.path.join(here, "sudo.plan")) as fh:
-    plan = json.load(fh)
-if plan["mode"] == "run":
-    os.execv(sys.argv[3], sys.argv[3:])
-sys.stdin.read()
-sys.stderr.write(plan["stderr"])
-sys.exit(plan["exit"])
-"""
-
-
-class FakeSudoGate:
-    """Approves with a grant and the given variables; answers report_sudo with ``refusal``."""
-
-    def __init__(
-        self, grant: str | None = "grant-7", refusal: str | None = None, **env: str
-    ) -> None:
-        self.grant = grant
-        self.refusal = refusal
-        self.env = env
-        self.requests: list[ElevationRequest] = []
-        self.reports: list[tuple[str, int, bool]] = []
-
-    def authorize(self, request: ElevationRequest) -> Authorization:
-        self.requests.append(request)
-        return Authorization(reason="approved", grant=self.grant, env=self.env)
-
-    def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
-        self.reports.append((grant, exit_code, auth_failed))
-        return self.refusal
-
-
-def _sudo_stack(stack: Stack, mode: str = "run", stderr: str = "", code: int = 0) -> Path:
-    sudo = stack.root / "bin" / "sudo"
-    sudo.write_text(FAKE_SUDO)
-    sudo.chmod(0o755)
-    (stack.root / "bin" / "sudo.plan").write_text(
-        json.dumps({"mode": mode, "stderr": stderr, "exit": code})
-    )
-    script = (
-        "#!/usr/bin/python3\nimport json, os, sys\n"
-        "print(json.dumps({'stdin': sys.stdin.read(), 'cwd': os.getcwd()}))\n"
-        "sys.stderr.write('as root\\n')\nsys.exit(int(os.environ.get('TOOL_EXIT', '0')))\n"
-    )
-    return stack.tool("rooty", script, sudo=True)
-
-
-def _sudo_seen(stack: Stack) -> dict[str, Any]:
-    seen: dict[str, Any] = json.loads((stack.root / "bin" / "sudo.seen").read_text())
-    return seen
-
-
-def _sudo_dispatcher(stack: Stack, gate: Any, askpass: str | None = None) -> Dispatcher:
-    registry = stack.registry()
-    return Dispatcher(registry=lambda: registry, env=stack.env, gate=gate, askpass=askpass)
-
-
-def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
-    exe = _sudo_stack(stack)
-    gate = FakeSudoGate(OLLIE_GRANT="grant-7", PWD="/from/the/grant")
-    started: list[int] = []
-    result = _sudo_dispatcher(stack, gate, askpass="/usr/lib/ollie/askpass").call(
-        "rooty", {"k": "v"}, stack.options(client="agent-y", on_start=started.append)
-    )
-    assert result.ok, result.error
-    argv = ("sudo", "-A", "--", str(exe))
-    assert gate.requests == [
-        ElevationRequest("rooty", Kind.SUDO, argv, {"k": "v"}, str(stack.cwd), client="agent-y")
-    ]
-    assert gate.reports == [("grant-7", 0, False)]
-    seen = _sudo_seen(stack)
-    assert seen["argv"] == ["-A", "--", str(exe)]
-    assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
-    env = seen["env"]
-    assert env["SUDO_ASKPASS"] == "/usr/lib/ollie/askpass"
-    assert env["OLLIE_GRANT"] == "grant-7"
-    assert env["PWD"] == "/from/the/grant"  # the grant's variables come last
-    assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
-    assert env["DISPLAY"] == ":42"
-    tool_saw = json.loads(result.stdout)
-    assert tool_saw["stdin"] == '{"k": "v"}'
-    assert result.stderr == "as root\n"
-    assert (result.sandboxed, result.elevated, result.sudo) == (False, True, True)
-    assert result.sandboxed is False and result.elevated is True and result.sudo is True
-    assert result.argv == argv
-    assert result.unenforced == ()
-    assert len(started) == 1
-
-
-def test_sudo_without_an_askpass_leaves_the_callers_variable(stack: Stack) -> None:
-    _sudo_stack(stack)
-    stack.env["SUDO_ASKPASS"] = "/callers/askpass"
-    result = _sudo_dispatcher(stack, FakeSudoGate()).call("rooty", {}, stack.options())
-    assert result.ok, result.error
-    assert _sudo_seen(stack)["env"]["SUDO_ASKPASS"] == "/callers/askpass"
-
-
-def test_sudo_without_a_grant_reports_nothing(stack: Stack) -> None:
-    _sudo_stack(stack)
-    gate = FakeSudoGate(grant=None, refusal="would have refused")
-    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
-    assert result.ok, result.error
-    assert gate.reports == []
-
-
-def test_the_tools_own_failure_under_sudo_is_not_an_authentication_failure(
-    stack: Stack,
-) -> None:
-    _sudo_stack(stack)
-    stack.env["TOOL_EXIT"] = "1"
-    gate = FakeSudoGate()
-    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
-    assert result.exit_code == 1
-    assert gate.reports == [("grant-7", 1, False)]
-
-
-@pytest.mark.parametrize(
-    ("stderr", "code", "auth_failed"),
-    [
-        ("Sorry, try again.\nsudo: 3 incorrect password attempts\n", 1, True),
-        ("Sorry, try again.\nsudo: 1 incorrect password attempt\n", 1, True),
-        ("sudo: a password is required\n", 1, True),
-        ("sudo: a password is required\n", 2, False),
-        ("sudo: A PASSWORD IS REQUIRED\n", 1, False),
-        ("sudo: unable to resolve host\n", 1, False),
-    ],
-)
-def test_sudo_reports_whether_authentication_failed(
-    stack: Stack, stderr: str, code: int, auth_failed: bool
-) -> None:
-    _sudo_stack(stack, mode="answer", stderr=stderr, code=code)
-    gate = FakeSudoGate()
-    result = _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
-    assert gate.reports == [("grant-7", code, auth_failed)]
-    assert result.exit_code == code
-    assert result.stderr == stderr
-
-
-def test_a_grant_the_credential_gate_refused_is_a_denial(stack: Stack) -> None:
-    _sudo_stack(stack, mode="answer", stderr="sudo: a password is required\n", code=1)
-    gate = FakeSudoGate(refusal="password dialog cancelled")
-    with pytest.raises(ElevationDeniedError) as caught:
-        _sudo_dispatcher(stack, gate).call("rooty", {}, stack.options())
-    assert caught.value.reason == "password dialog cancelled"
-    assert str(caught.value) == "elevation denied: password dialog cancelled"
-
-
-def test_echo_tool_is_still_sandboxed_beside_sudo_tools(stack: Stack) -> None:
-    _sudo_stack(stack)
-    stack.tool("echo", ECHO)
-    result = _sudo_dispatcher(stack, FakeSudoGate()).call("echo", {"a": 1}, stack.options())
-    assert (result.sandboxed, result.sudo) == (True, False)
-    assert not (stack.root / "bin" / "sudo.seen").exists()
 
 
 # --- the tool's own executable, wherever cmd points ------------------------------------------
