@@ -220,10 +220,11 @@ class TerminalPrompter:
 
     async def _with_tty(self, request_id: str, body: Callable[[_Tty], Awaitable[T]]) -> T:
         tty = _Tty(self._path)
+        if tty.in_background():  # even restoring its modes would stop us (SIGTTOU)
+            tty.close()
+            raise TerminalError("the broker is not in the foreground of its terminal")
         self._active, self._active_id = tty, request_id
         try:
-            if tty.in_background():
-                raise TerminalError("the broker is not in the foreground of its terminal")
             return await body(tty)
         except asyncio.CancelledError:
             tty.flush_input()  # a half-typed answer or password must not reach the shell
