@@ -18,9 +18,10 @@ Cancellation story: the broker cancels ``ask_*`` when the answer is no
 longer wanted.  :meth:`DialogProcesses.run` then sends the dialog SIGTERM at
 once, waits for it in a shielded task (SIGKILL after :data:`KILL_GRACE`),
 reaps it and re-raises ``CancelledError``.  Cancelled a second time while
-waiting, it sends SIGKILL and re-raises without waiting; so even an event
-loop that ends with the question still pending (``asyncio.run`` cancelling
-every task, the reaper included) leaves no dialog on screen.  Brokers should
+waiting, or with its reaper cancelled, it sends SIGKILL and re-raises without
+waiting; so even an event loop that ends with the question still pending
+(``asyncio.run`` cancelling every task, the reaper included) leaves no dialog
+on screen, even one that ignores SIGTERM.  Brokers should
 still await their cancelled questions before closing the loop, so the
 dialogs are also reaped.  ``request_decided`` uses
 :meth:`DialogProcesses.withdraw`, which terminates the dialogs of one request
@@ -155,8 +156,8 @@ class DialogProcesses:
         return self.which() is not None and has_display(self.env)
 
     def running(self) -> int:
-        """How many dialog processes are open right now."""
-        return sum(len(procs) for procs in self._running.values())
+        """How many dialog processes are open right now (one serving two ids counts once)."""
+        return len(set().union(*self._running.values()))
 
     async def run(
         self, keys: Iterable[str], args: Sequence[str], stdin: bytes | None = None
@@ -170,9 +171,11 @@ class DialogProcesses:
         if path is None:
             raise DialogError(self.program, None, "not found on PATH")
         stdin_mode = asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE
+        loop = asyncio.get_running_loop()
         with tempfile.TemporaryFile() as stderr:
             try:
-                proc = await asyncio.create_subprocess_exec(
+                transport, watched = await loop.subprocess_exec(
+                    lambda: _Watched(loop),
                     path,
                     *args,
                     stdin=stdin_mode,
@@ -183,25 +186,28 @@ class DialogProcesses:
                 )
             except OSError as exc:
                 raise DialogError(self.program, None, str(exc)) from exc
+            proc = asyncio.subprocess.Process(transport, watched, loop)
             keys = tuple(keys)
             for key in keys:
                 self._running.setdefault(key, set()).add(proc)
             try:
-                stdout = await _talk(proc, stdin)
+                stdout = await _talk(proc, watched.exited, stdin)
             except BaseException:
                 _signal(proc, signal.SIGTERM)  # at once: the loop may be ending (see _stop)
-                reaper = asyncio.ensure_future(_stop(proc))
+                reaper = asyncio.ensure_future(_stop(proc, watched.exited))
                 self._reapers.add(reaper)
                 reaper.add_done_callback(self._reapers.discard)
                 try:
                     await asyncio.shield(reaper)
                 finally:
-                    if not reaper.done():  # cancelled again (loop shutdown): no time to wait
-                        _signal(proc, signal.SIGKILL)
+                    # Cancelled again, or the reaper with us (loop shutdown): no time to
+                    # wait.  Once the reaper has reaped the dialog this does nothing.
+                    _signal(proc, signal.SIGKILL)
                 raise
             finally:
                 self._forget(keys, proc)
                 withdrawn_by = self._withdrawn.pop(proc.pid, None)
+                transport.close()  # its pipes: a helper the dialog left may hold stdout
             status = proc.returncode if proc.returncode is not None else -1
             if status not in self.answers and withdrawn_by is None:
                 stderr.seek(0)
@@ -292,12 +298,30 @@ def _kill_if_alive(proc: asyncio.subprocess.Process) -> None:
     _signal(proc, signal.SIGKILL)
 
 
+class _Watched(asyncio.subprocess.SubprocessStreamProtocol):
+    """The protocol ``create_subprocess_exec`` uses, plus :attr:`exited`, done once the
+    process has exited and been reaped.  ``Process.wait()`` (Python 3.11) also waits
+    until every pipe is closed, which a helper the dialog left behind may never do.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[None] = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
 async def _drain(stream: asyncio.StreamReader, sink: bytearray) -> None:
     while chunk := await stream.read(4096):
         sink.extend(chunk)
 
 
-async def _talk(proc: asyncio.subprocess.Process, stdin: bytes | None) -> bytes:
+async def _talk(
+    proc: asyncio.subprocess.Process, exited: asyncio.Future[None], stdin: bytes | None
+) -> bytes:
     """Feed ``stdin``, collect stdout, and return once the process has exited.
 
     The end of the process, not the end of its stdout, decides: a helper the
@@ -312,7 +336,7 @@ async def _talk(proc: asyncio.subprocess.Process, stdin: bytes | None) -> bytes:
                 proc.stdin.write(stdin)
                 await proc.stdin.drain()
             proc.stdin.close()
-        await proc.wait()
+        await asyncio.shield(exited)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(reader), EOF_GRACE)
         return bytes(sink)
@@ -320,15 +344,15 @@ async def _talk(proc: asyncio.subprocess.Process, stdin: bytes | None) -> bytes:
         reader.cancel()
 
 
-async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """Wait for ``proc`` (already sent SIGTERM) to exit, kill it if it lingers, reap it.
+async def _stop(proc: asyncio.subprocess.Process, exited: asyncio.Future[None]) -> None:
+    """Wait for ``proc`` (already sent SIGTERM) to exit, kill it if it lingers.
 
     The caller sends SIGTERM itself before starting this task: when the event
     loop is shutting down (``asyncio.run`` cancelling every task), this task
     may be cancelled before it ever runs, and the dialog must still go.
     """
     try:
-        await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        await asyncio.wait_for(asyncio.shield(exited), KILL_GRACE)
     except TimeoutError:
         _kill_if_alive(proc)
-    await proc.wait()
+    await asyncio.shield(exited)
