@@ -361,3 +361,47 @@ def test_a_front_end_runs_the_binary_it_is_given(tmp_path: Path, name: str) -> N
     approval = asyncio.run(asyncio.wait_for(prompter.ask_approval(make_request()), TIMEOUT))
     assert not approval.approved
     assert len(fake.calls()) == 1
+
+
+def test_without_an_environment_the_broker_s_own_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script(tmp_path / "bin", "fakedialog", "print(os.environ['MARK'], os.environ['LC_CTYPE'])")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("MARK", "from-the-broker")
+    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    processes = DialogProcesses("fakedialog")
+    assert processes.which() == str(tmp_path / "bin" / "fakedialog")
+    assert show(processes).text() == "from-the-broker C.UTF-8"
+    assert "LC_CTYPE" not in os.environ  # a copy was changed, not the broker's own
+
+
+def test_cancelled_again_while_waiting_the_dialog_is_killed_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    processes, ready = stubborn(tmp_path)
+
+    async def scenario() -> float:
+        task = asyncio.ensure_future(processes.run(["req-1"], []))
+        pid = await started(ready)
+        task.cancel()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not task.done()  # SIGTERM sent, waiting for the dialog to go
+        start = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        waited = time.monotonic() - start
+        deadline = time.monotonic() + TIMEOUT
+        while not gone(pid):
+            assert time.monotonic() < deadline, "the dialog is still there"
+            await asyncio.sleep(0.01)
+        for _ in range(5):
+            await asyncio.sleep(0)  # the reaper ends
+        return waited
+
+    waited = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    assert waited < KILL_GRACE
+    assert not [record.getMessage() for record in caplog.records if record.name == "asyncio"]
