@@ -15,7 +15,8 @@ pattern, or the person types another, refused (and asked again, at most three
 times) unless it covers the action; end of input or three refusals remember
 nothing.  Input typed before a question appears is discarded
 (``tcflush``), so type-ahead cannot answer it.  Password: echo is turned off
-with termios for the one line read, and the line is never printed.
+with termios from the moment the question is printed until its one line is
+read, and the line is never printed.
 
 Cancellation story: questions are asked one at a time (an
 :class:`asyncio.Lock`; a question cancelled while waiting for the lock has
@@ -299,14 +300,12 @@ class TerminalPrompter:
     async def _password(self, tty: _Tty, request: PasswordRequest) -> PasswordAnswer:
         text = password_text(request)
         tty.flush_input()
-        tty.set_mode(echo=True)
+        tty.set_mode(echo=False)  # already while the question prints: typing may start early
         body = "\n".join([_RULE, text.title, _RULE, *text.plain_lines(), ""])
         await tty.write(f"\n{body}\n")
-        tty.set_mode(echo=False)
         self._prompt = PASSWORD_PROMPT
         await tty.write(PASSWORD_PROMPT)
         line = await tty.read_line()
-        tty.set_mode(echo=True)
         if line is None:
             await tty.write("\n-> Cancelled.\n")
             return PasswordAnswer(None)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import pytest
 from test_terminal_prompter import Pty, make_request, password_request, run
 
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.elevation.prompter import Approval, PasswordAnswer, Remember
 from registry_core.elevation.prompters import TerminalError
 from registry_core.elevation.prompters.terminal import (
     APPROVE_PROMPT,
@@ -317,3 +317,40 @@ def test_a_question_whose_terminal_another_job_takes_is_an_error(pty: Pty) -> No
     finally:
         for fd in (*take, *taken):
             os.close(fd)
+
+
+def test_echo_is_off_while_the_password_question_is_printed(pty: Pty) -> None:
+    # A password typed before its prompt shows (the question still printing, held by
+    # ^S here) is not shown either.
+    prompter = TerminalPrompter(pty.path)
+    stop_output(pty)
+
+    async def scenario() -> PasswordAnswer:
+        task = asyncio.ensure_future(prompter.ask_password(password_request()))
+        for _ in range(50):
+            await asyncio.sleep(0.002)
+        assert not task.done()  # waiting to print the question
+        assert not pty.lflag() & termios.ECHO
+        pty.type("\x11")
+        await pty.expect(PASSWORD_PROMPT)
+        pty.type("secret\n")
+        return await task
+
+    assert run(scenario) == PasswordAnswer("secret")
+    assert "secret" not in pty.seen()
+
+
+def test_a_decision_elsewhere_during_the_password_question_shows_its_prompt_again(
+    pty: Pty,
+) -> None:
+    prompter = TerminalPrompter(pty.path)
+
+    async def scenario() -> PasswordAnswer:
+        task = asyncio.ensure_future(prompter.ask_password(password_request()))
+        await pty.expect(PASSWORD_PROMPT)
+        prompter.request_decided("req-2", True, "policy")
+        await pty.expect(f"\r\r\n[ollie] request req-2: allowed (policy)\r\r\n{PASSWORD_PROMPT}")
+        pty.type("secret\n")
+        return await task
+
+    assert run(scenario) == PasswordAnswer("secret")
