@@ -555,6 +555,34 @@ def test_a_repeat_whose_audit_line_is_too_long_to_assemble_is_recorded_by_the_ge
     assert refreshes[:2] == [True, False]
 
 
+def test_a_repeat_without_a_reusable_frame_gives_way_without_recording(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remembered decision whose reply frame could not be made when it was learnt:
+    ``repeat_frame`` hands the request to ``elevate_now`` and records nothing itself,
+    so the request has one audit line and one denial entry, not two."""
+    from registry_core.elevation import decision_memo
+
+    def refuse(reply: m.DecisionReply) -> bytes:
+        raise m.MessageError(m.ErrorCode.INTERNAL, "no frame")
+
+    monkeypatch.setattr(decision_memo, "frame_rest", refuse)
+    setup.remember("greet", Remember.DENY_ALWAYS)
+    broker, _ = live_broker(setup, FakePrompter())
+
+    async def go() -> tuple[bytes | None, m.Reply]:
+        broker.elevate_now(setup.request(rid=1), setup.requester)  # learnt, without a frame
+        frame = broker.repeat_frame(setup.request(rid=2), setup.requester)
+        return frame, broker.elevate_now(setup.request(rid=2), setup.requester)
+
+    frame, reply = run(go)
+    assert frame is None
+    assert isinstance(reply, m.DecisionReply)
+    assert (reply.id, reply.by, reply.decision) == (2, m.DecidedBy.POLICY, m.Decision.DENY)
+    assert [r["request_id"] for r in setup.audit()] == ["r1", "r2"]
+    assert [d.tool for d in setup.denials.recent(10)] == ["greet", "greet"]
+
+
 def test_a_per_tool_registry_is_asked_for_the_requested_tool_before_a_repeat(
     setup: Setup,
 ) -> None:
