@@ -294,7 +294,7 @@ def test_a_cancelled_dialog_ignoring_sigterm_is_killed_after_the_grace(tmp_path:
         return time.monotonic() - start, pid
 
     waited, pid = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
-    assert waited >= KILL_GRACE
+    assert KILL_GRACE <= waited < KILL_GRACE + TIMEOUT / 4  # killed by the grace, not the test
     assert gone(pid)  # killed and reaped before the question ended
     assert processes.running() == 0
 
