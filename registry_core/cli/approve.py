@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -121,6 +122,8 @@ def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, s
         help=f"seconds to wait for the person (default {DEFAULT_TIMEOUT:g})",
     )
     args = parser.parse_args(argv)
+    if math.isnan(args.timeout):
+        parser.error("--timeout must be a number of seconds (got nan)")
     rules_file = args.rules or rules_path(env)
     timeout = min(max(args.timeout, 1.0), m.MAX_TIMEOUT)
     text = stdin.read(MAX_STDIN)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
@@ -61,7 +62,10 @@ async def serve(server: BrokerServer) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        parser.error(f"--timeout must be positive and finite (got {args.timeout:g})")
     harden_process()
     raise_fd_limit()  # a flood of connections must not run out of descriptors first
     env = dict(os.environ)

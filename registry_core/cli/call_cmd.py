@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -76,8 +77,11 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     except UsageError as exc:
         print(f"ollie-tools call: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.timeout <= 0:
-        print("ollie-tools call: --timeout must be positive", file=sys.stderr)
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        print(
+            f"ollie-tools call: --timeout must be positive and finite (got {args.timeout:g})",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     # Only the called tool's own files are read: the cost does not grow with the
     # number of tools installed (no scan, no scan cache).

@@ -9,6 +9,7 @@ with a per-start token (:mod:`registry_core.mcp.http`).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any, TextIO
 
@@ -20,8 +21,14 @@ def cmd_mcp(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
 
     from registry_core.mcp.server import RegistryServer
 
-    if args.timeout <= 0 or args.progress_interval <= 0:
-        print("ollie-tools mcp: --timeout and --progress-interval must be > 0", file=sys.stderr)
+    if not all(
+        value > 0 and math.isfinite(value) for value in (args.timeout, args.progress_interval)
+    ):
+        print(
+            "ollie-tools mcp: --timeout and --progress-interval must be positive and finite "
+            f"(got {args.timeout:g} and {args.progress_interval:g})",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     server = RegistryServer(
         env,
