@@ -108,3 +108,16 @@ def test_both_decoders_take_the_limit_they_are_given() -> None:
         assert outcome(decoder.feed(b'{"v":1,"id":1234567}\n')) == [
             ("frame_too_large", "frame exceeds 16 bytes; skipped", None)
         ]
+
+
+def test_the_tail_of_an_oversize_frame_read_on_its_own_is_dropped() -> None:
+    """An oversize frame is skipped up to its newline even when its tail arrives as a
+    read of its own that looks like one whole frame (the one-read path is not taken
+    while skipping)."""
+    ping = b'{"v":1,"id":1,"op":"ping"}\n'
+    decoder = request_decoder(max_frame=len(ping))
+    assert outcome(decoder.feed(b"x" * (len(ping) + 1))) == [
+        ("frame_too_large", f"frame exceeds {len(ping)} bytes; skipped", None)
+    ]
+    assert decoder.feed(b'{"v":1,"id":2,"op":"ping"}\n') == []  # still the big frame's
+    assert decoder.feed(ping) == [m.PingRequest(id=1)]
