@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_dialog_prompters import FakeDialog, make_request
+from test_dialog_prompters import FakeDialog, gone, make_request
 
 from registry_core.elevation.prompters import (
     EOF_GRACE,
@@ -144,14 +144,6 @@ def test_the_dialog_leads_a_session_of_its_own(tmp_path: Path) -> None:
     sid, pgrp, pid = json.loads(show(dialogs(tmp_path / "bin")).text())
     assert sid == pgrp == pid
     assert sid != os.getsid(0)
-
-
-def gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def reap(pid: int, deadline: float) -> None:
