@@ -1,7 +1,11 @@
-"""Fixtures shared by the elevation unit tests (the broker core's and the policy store's)."""
+"""Fixtures shared by the elevation unit tests (the broker core's, the policy store's,
+the broker server's and client's)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +27,16 @@ def tools(tmp_path: Path) -> Path:
         {"description": "Never here.", "variants": [{"match": {"env": "OLLIE_NOT_SET_EVER"}}]},
     )
     return directory
+
+
+@pytest.fixture
+def base() -> Iterator[Path]:
+    """A short directory (a socket path holds at most 107 bytes)."""
+    directory = Path(tempfile.mkdtemp(prefix="sock-"))
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory)
 
 
 @pytest.fixture
