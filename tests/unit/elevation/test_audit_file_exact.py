@@ -344,6 +344,25 @@ def test_a_fragment_left_in_a_file_another_process_rotated_away_is_not_ended_in_
     assert path.read_bytes() == gap_line(1, "short write (disk full)", NOW) + b'{"n":2}\n'
 
 
+def test_the_newline_that_ends_a_fragment_counts_toward_the_rotation_limit(
+    full_disk: Path,
+) -> None:
+    path = full_disk / "audit.jsonl"
+    audit = AuditFile(path, max_bytes=MAX_LINE, keep=1)
+    audit.append(b'{"n":1}\n', NOW)
+    with append_only(path), pytest.raises(AuditError):
+        audit.append(b"l" * 9999 + b"\n", NOW)  # leaves a fragment it cannot cut
+    (full_disk / "filler").unlink()
+    size = path.stat().st_size
+    gap = gap_line(1, "short write (disk full)", NOW)
+    record = b"r" * (MAX_LINE - size - len(gap) - 1) + b"\n"
+    # Exactly the limit, but the newline that ends the fragment would pass it.
+    audit.append(record, NOW)
+    audit.close()
+    assert rotated(path, 1).read_bytes() == b'{"n":1}\n' + b"l" * 4088
+    assert path.read_bytes() == gap + record
+
+
 def test_a_file_no_longer_open_to_us_is_still_written_through_the_kept_descriptor(
     shared_dir: Path, unprivileged: Callable[[Callable[[], None]], None]
 ) -> None:

@@ -63,6 +63,21 @@ def test_existing_parents_keep_their_mode_missing_ones_are_private(base: Path) -
     make_private_dirs(base / "open" / "a" / "b")  # all there: nothing to do
 
 
+def test_a_directory_another_instance_makes_meanwhile_is_no_error(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_mkdir = os.mkdir
+
+    def another_instance_first(path: str | os.PathLike[str], mode: int = 0o777) -> None:
+        real_mkdir(path, 0o700)  # made after our look, before our mkdir
+        real_mkdir(path, mode)  # so ours finds it there: FileExistsError
+
+    monkeypatch.setattr(listen.os, "mkdir", another_instance_first)
+    make_private_dirs(base / "a" / "b")
+    monkeypatch.undo()
+    assert (mode(base / "a"), mode(base / "a" / "b")) == (0o700, 0o700)
+
+
 def test_a_wide_socket_directory_of_ours_is_made_private(base: Path) -> None:
     directory = base / "run"
     directory.mkdir()
