@@ -249,9 +249,12 @@ def stubborn(tmp_path: Path) -> tuple[DialogProcesses, Path]:
     return DialogProcesses("fakedialog", env), ready
 
 
-async def started(ready: Path) -> int:
+async def started(ready: Path, processes: DialogProcesses) -> int:
+    """The dialog's pid once it runs and ``processes`` holds it: the child writes its
+    ready file before ``subprocess_exec`` returns, and a question cancelled in between
+    is asyncio's to kill at once, with no grace."""
     deadline = time.monotonic() + TIMEOUT
-    while not (ready.exists() and ready.read_text()):
+    while not (ready.exists() and ready.read_text()) or processes.running() == 0:
         assert time.monotonic() < deadline, "the dialog never started"
         await asyncio.sleep(0.01)
     return int(ready.read_text())
@@ -262,7 +265,7 @@ def test_a_withdrawn_dialog_ignoring_sigterm_is_killed_after_the_grace(tmp_path:
 
     async def scenario() -> tuple[DialogOutcome, float, int]:
         task = asyncio.ensure_future(processes.run(["req-1"], []))
-        pid = await started(ready)
+        pid = await started(ready, processes)
         start = time.monotonic()
         assert processes.withdraw("req-1", "policy") == 1
         return await task, time.monotonic() - start, pid
@@ -278,7 +281,7 @@ def test_a_cancelled_dialog_ignoring_sigterm_is_killed_after_the_grace(tmp_path:
 
     async def scenario() -> tuple[float, int]:
         task = asyncio.ensure_future(processes.run(["req-1"], []))
-        pid = await started(ready)
+        pid = await started(ready, processes)
         start = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -376,7 +379,7 @@ def test_cancelled_again_while_waiting_the_dialog_is_killed_at_once(
 
     async def scenario() -> float:
         task = asyncio.ensure_future(processes.run(["req-1"], []))
-        pid = await started(ready)
+        pid = await started(ready, processes)
         task.cancel()
         for _ in range(5):
             await asyncio.sleep(0)
