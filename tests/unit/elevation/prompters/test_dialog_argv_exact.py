@@ -89,23 +89,29 @@ def test_kdialog_how_long_call_word_for_word(kdialog: tuple[FakeDialog, KDialogP
     assert how_long["stdin"] == ""
 
 
-def test_kdialog_withdrawn_while_asking_how_long(
-    kdialog: tuple[FakeDialog, KDialogPrompter],
-) -> None:
-    fake, prompter = kdialog
+@pytest.mark.parametrize("front_end", ["kdialog", "zenity_"])
+def test_withdrawn_while_asking_how_long(front_end: str, request: pytest.FixtureRequest) -> None:
+    fake, prompter = request.getfixturevalue(front_end)
     approval = withdrawn_while_asking_how_long(fake, prompter)
     assert approval == Approval(False, Remember.ONCE, "withdrawn: decided by timeout")
     assert len(fake.calls()) == 2
 
 
-@pytest.mark.parametrize("answer", ["forever", "DENY", ""])
-def test_kdialog_answer_that_is_no_duration(
-    kdialog: tuple[FakeDialog, KDialogPrompter], answer: str
+@pytest.mark.parametrize(
+    ("front_end", "answer"),
+    [("kdialog", a) for a in ("forever", "DENY", "")]
+    + [("zenity_", a) for a in ("forever", "Deny always", "deny_always")],
+)
+def test_an_answer_that_is_no_duration(
+    front_end: str, answer: str, request: pytest.FixtureRequest
 ) -> None:
-    fake, prompter = kdialog
+    fake, prompter = request.getfixturevalue(front_end)
     fake.answer({"status": 0}, {"status": 0, "stdout": f"{answer}\n"})
     approval = run(lambda: prompter.ask_approval(make_request()))
-    assert approval == Approval(False, Remember.ONCE, f"kdialog gave an unknown choice {answer!r}")
+    program = front_end.rstrip("_")
+    assert approval == Approval(
+        False, Remember.ONCE, f"{program} gave an unknown choice {answer!r}"
+    )
     assert len(fake.calls()) == 2
 
 
@@ -200,26 +206,6 @@ def test_zenity_how_long_question_escapes_the_tool(
     run(lambda: prompter.ask_approval(make_request(tool="a<b>&c\\d")))
     text = fake.calls()[1]["argv"][2]
     assert text.startswith("--text=Approve <b>a&lt;b&gt;&amp;c\\\\d</b> to run as root")
-
-
-def test_zenity_withdrawn_while_asking_how_long(
-    zenity_: tuple[FakeDialog, ZenityPrompter],
-) -> None:
-    fake, prompter = zenity_
-    approval = withdrawn_while_asking_how_long(fake, prompter)
-    assert approval == Approval(False, Remember.ONCE, "withdrawn: decided by timeout")
-    assert len(fake.calls()) == 2
-
-
-@pytest.mark.parametrize("answer", ["forever", "Deny always", "deny_always"])
-def test_zenity_answer_that_is_no_duration(
-    zenity_: tuple[FakeDialog, ZenityPrompter], answer: str
-) -> None:
-    fake, prompter = zenity_
-    fake.answer({"status": 0}, {"status": 0, "stdout": f"{answer}\n"})
-    approval = run(lambda: prompter.ask_approval(make_request()))
-    assert approval == Approval(False, Remember.ONCE, f"zenity gave an unknown choice {answer!r}")
-    assert len(fake.calls()) == 2
 
 
 @pytest.mark.parametrize(
