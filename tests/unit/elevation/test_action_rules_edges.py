@@ -498,6 +498,28 @@ def test_the_lock_beside_the_file_is_held_across_processes(tmp_path: Path) -> No
     assert done.is_set() and stored_names(store) == []
 
 
+def test_a_held_lock_is_given_up_after_the_stores_own_timeout(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    problems: list[str] = []
+    store = ActionRuleStore(
+        path, clock=lambda: 1000.0, on_problem=problems.append, lock_timeout=0.2
+    )
+    store.remember("cc", "Bash", PatternKind.PROGRAM, "git", Remember.ALWAYS)
+    fd = os.open(str(path) + ".lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another open file description: as another process
+    try:
+        start = time.monotonic()
+        stored = store.remember("cc", "Bash", PatternKind.PROGRAM, "make", Remember.ALWAYS)
+        took = time.monotonic() - start
+    finally:
+        os.close(fd)
+    assert 0.2 <= took < 5  # the store's 0.2 s, not the lock's default of 10 s
+    assert stored == rule(pattern="make")
+    [problem] = problems
+    assert problem.startswith(f"{path}: cannot write: ")
+    assert problem.endswith("; kept for this session only")
+
+
 def test_remember_never_raises_when_the_directory_cannot_be_made(tmp_path: Path) -> None:
     """The broker stores an approved answer on its way to the reply: a rule file that
     cannot even be locked is a problem to report, and the rule lasts for this broker."""
