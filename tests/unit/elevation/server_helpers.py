@@ -101,3 +101,17 @@ def elevate(setup: Setup, rid: object, tool: str = "greet") -> dict[str, Any]:
 
 def error(rid: object, code: str, message: str) -> dict[str, Any]:
     return {"v": 1, "id": rid, "op": "error", "code": code, "message": message}
+
+
+def shutdown_denial(rid: object) -> dict[str, Any]:
+    """The reply to a question still pending when the broker shuts down."""
+    return {
+        "v": 1,
+        "id": rid,
+        "op": "decision",
+        "decision": "deny",
+        "reason": "the broker is shutting down",
+        "by": "shutdown",
+        "remember": None,
+        "grant": None,
+    }

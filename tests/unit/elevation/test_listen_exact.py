@@ -9,12 +9,9 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import shutil
 import socket
 import stat
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,15 +25,6 @@ from registry_core.elevation.listen import (
     prepare_socket_dir,
     socket_is_live,
 )
-
-
-@pytest.fixture
-def base() -> Iterator[Path]:
-    directory = Path(tempfile.mkdtemp(prefix="lx-"))
-    try:
-        yield directory
-    finally:
-        shutil.rmtree(directory)
 
 
 def mode(path: Path) -> int:

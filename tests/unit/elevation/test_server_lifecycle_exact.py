@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from core_helpers import WAIT, FakePrompter, Setup, run
-from server_helpers import elevate, serving
+from server_helpers import elevate, serving, shutdown_denial
 
 from registry_core.elevation.server import BrokerServer, _Connection
 from registry_core.file_lock import exclusive, lock_path_for
@@ -215,16 +215,7 @@ def test_close_waits_for_slow_readers_and_cuts_off_peers_that_never_read(
 
     data, took = run(go)
     lines = [json.loads(line) for line in data.splitlines()]
-    assert lines[-1] == {
-        "v": 1,
-        "id": "w",
-        "op": "decision",
-        "decision": "deny",
-        "reason": "the broker is shutting down",
-        "by": "shutdown",
-        "remember": None,
-        "grant": None,
-    }
+    assert lines[-1] == shutdown_denial("w")
     pongs = [f["id"] for f in lines if f["op"] == "pong"]
     assert len(pongs) == len(lines) - 2 and pongs == [n % 2000 for n in range(len(pongs))]
     assert 1.9 <= took < 2.9  # the peer that never reads held it until the two-second cut-off

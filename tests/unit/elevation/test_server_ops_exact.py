@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from core_helpers import HOST, FakePrompter, Setup, run
-from server_helpers import close_all, connect, elevate, error, serving
+from server_helpers import close_all, connect, elevate, error, serving, shutdown_denial
 
 from registry_core.elevation.identity import Requester, describe_peer
 from registry_core.elevation.prompter import Approval
@@ -133,16 +133,7 @@ def test_shutdown_denies_a_pending_request_in_words(setup: Setup, base: Path, op
 
     reply, closed, took = run(go)
     assert took < 1.5  # every peer had its replies: no waiting for the cut-off
-    assert reply == {
-        "v": 1,
-        "id": "w",
-        "op": "decision",
-        "decision": "deny",
-        "reason": "the broker is shutting down",
-        "by": "shutdown",
-        "remember": None,
-        "grant": None,
-    }
+    assert reply == shutdown_denial("w")
     assert closed
     assert not (base / "run" / "elevate.sock").exists()
 
