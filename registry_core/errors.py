@@ -88,6 +88,22 @@ class ExecutableError(DispatchError):
 # --- sandbox ----------------------------------------------------------------
 
 
+class UntrustedProgramError(OllieError):
+    """A helper the trusted side runs (bwrap, sudo, bash, a dialog...) is missing from
+    the system directories, or is there but could be replaced by someone other than root.
+
+    ``program`` is the name looked for, ``reason`` what was found, ``package`` the
+    distribution package that provides it (``None`` when not known).
+    """
+
+    def __init__(self, program: str, reason: str, package: str | None = None) -> None:
+        self.program = program
+        self.reason = reason
+        self.package = package
+        hint = f": install the '{package}' package" if package else ""
+        super().__init__(f"{program}: {reason}{hint}")
+
+
 class SandboxError(OllieError):
     """The sandbox could not be set up; the tool is never run unsandboxed."""
 

@@ -34,7 +34,6 @@ from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.mounts import View, plan_view
-from registry_core.sandbox.native import native_execstep
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
@@ -223,10 +222,7 @@ def _proc_arguments(view: View, sandbox: PreparedSandbox) -> list[str]:
 
 
 def exec_step() -> tuple[list[str], tuple[int, ...], tuple[str, ...]]:
-    """(command, fds to pass, paths it needs visible) of the exec step on this machine."""
-    memfd = native_execstep()
-    if memfd is not None:
-        return [f"/proc/self/fd/{memfd}", str(memfd)], (memfd,), ()
+    """(command, fds to pass, paths it needs visible) of the exec step."""
     python, needs = interpreter()
     return [python, "-I", "-S", "-c", _exec_step_source(), "-1"], (), needs
 

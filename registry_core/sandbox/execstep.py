@@ -12,8 +12,7 @@ masked for files; a missing ``PATH`` is skipped) to the per-call ruleset
 the ruleset (the tool must never hold it), writes one byte to ``STATUS_FD``
 (the parent's proof that the sandbox is in place) and execs the tool.  Any
 failure before that exits 125 with a message and never runs the tool.
-``SELF_FD`` is ``-1`` here (the native program of :mod:`.native`, which
-speaks the same protocol, closes the memfd it was started from).
+``SELF_FD`` is always ``-1`` (a reserved slot of the protocol).
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from registry_core.errors import NamespacesUnavailableError, SandboxError
-from registry_core.sandbox import contain as contain_module
 from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps, prepare
 from registry_core.sandbox.contain import (
@@ -34,7 +33,6 @@ from registry_core.sandbox.contain import (
 )
 from registry_core.sandbox.landlock import FILE_ONLY_ACCESS, PreparedSandbox
 from registry_core.sandbox.mounts import View, plan_view
-from registry_core.sandbox.native import native_execstep
 from registry_core.sandbox.profile import Access, NetworkMode
 from registry_core.sandbox.report import EnforcementReport, Gap
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
@@ -129,13 +127,7 @@ def test_the_python_exec_step_needs_its_interpreter_and_the_system_directories()
     assert needs[:6] == ("/usr", "/lib", "/lib64", "/lib32", "/libx32", "/bin")
 
 
-def test_the_exec_step_is_native_when_it_can_be_and_python_otherwise(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    memfd = native_execstep()
-    if memfd is not None:
-        assert exec_step() == ([f"/proc/self/fd/{memfd}", str(memfd)], (memfd,), ())
-    monkeypatch.setattr(contain_module, "native_execstep", lambda: None)
+def test_the_exec_step_is_the_python_source_under_an_isolated_interpreter() -> None:
     python, needs = interpreter()
     source = Path(execstep.__file__).read_text(encoding="utf-8")
     assert exec_step() == ([python, "-I", "-S", "-c", source, "-1"], (), needs)
@@ -459,7 +451,6 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
 def test_the_python_exec_step_gets_its_interpreter_in_the_view(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(contain_module, "native_execstep", lambda: None)
     rules = _rules(best_effort=True)  # no rule names the interpreter
     launch = contain(
         rules,

@@ -1,7 +1,6 @@
 """The Python exec step (registry_core.sandbox.execstep), run as a real child as bwrap would.
 
-Machines without the native exec step (not x86-64, or ``vm.memfd_noexec=2``)
-run this one: ``python -I -S -c <source> -1 STATUS RULESET N [MASK PATH]... TOOL``.
+Every contained call runs it: ``python -I -S -c <source> -1 STATUS RULESET N [MASK PATH]... TOOL``.
 The rules it adds and the restriction it applies are checked with real
 Landlock on this kernel.
 

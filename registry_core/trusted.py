@@ -1,0 +1,122 @@
+"""Programs the trusted side runs: found in fixed system directories only.
+
+Everything Ollie runs outside the sandbox on a person's behalf -- ``bwrap``,
+``sudo``, ``bash``, ``kdialog``, ``zenity``, the interpreter of a pinned exec --
+is looked up here, never on ``PATH``: an agent's ``PATH`` commonly starts with
+a directory of the project (``.venv/bin``, ``node_modules/.bin``), which a
+sandboxed tool can write.  A program is accepted only when its real file and
+every directory above it (and above the name it was found under) belong to
+root and are writable by no one else, so nothing a user-level process can
+write decides what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from registry_core.errors import UntrustedProgramError
+
+SYSTEM_DIRS: tuple[str, ...] = ("/usr/bin", "/bin", "/usr/sbin", "/sbin", "/usr/local/bin")
+"""Where trusted programs are looked for, in this order."""
+
+SYSTEM_PATH = ":".join(SYSTEM_DIRS)
+"""``PATH`` for processes the trusted side starts outside the sandbox."""
+
+PACKAGES: dict[str, str] = {
+    "bwrap": "bubblewrap",
+    "sudo": "sudo",
+    "bash": "bash",
+    "kdialog": "kdialog",
+    "zenity": "zenity",
+    "python3": "python3",
+}
+
+
+def _untrusted_reason(path: str, info: os.stat_result, what: str) -> str | None:
+    if info.st_uid != 0:
+        return f"{what} {path} is not owned by root"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{what} {path} is writable by others than root"
+    return None
+
+
+def check_trusted(path: str) -> str | None:
+    """Why ``path`` (absolute) cannot be trusted, or ``None`` when it can.
+
+    The real file must be a regular, executable file; it and each directory
+    above it -- those of the name given and those of the name it resolves
+    to -- must be root's and writable by root alone.
+    """
+    if not os.path.isabs(path):
+        return f"{path} is not an absolute path"
+    real = os.path.realpath(path)
+    try:
+        info = os.stat(real)
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
+        return f"{real} is not an executable file"
+    reason = _untrusted_reason(real, info, "the file")
+    if reason:
+        return reason
+    dirs: dict[str, None] = {}
+    for start in (os.path.dirname(os.path.abspath(path)), os.path.dirname(real)):
+        current = start
+        while True:
+            dirs[current] = None
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    for directory in dirs:
+        try:
+            dir_info = os.stat(directory)
+        except OSError as exc:
+            return f"{directory}: {exc.strerror or exc}"
+        reason = _untrusted_reason(directory, dir_info, "the directory")
+        if reason:
+            return reason
+    return None
+
+
+def find_trusted(name: str) -> str | None:
+    """The trusted program called ``name`` (its absolute path in a system directory),
+    or ``None`` when no system directory holds one that can be trusted."""
+    return _find(name)[0]
+
+
+def trusted_program(name: str, package: str | None = None) -> str:
+    """Like :func:`find_trusted`, but raise :class:`UntrustedProgramError` naming the
+    program, what was found and the package to install."""
+    found, reason = _find(name)
+    if found is None:
+        raise UntrustedProgramError(name, reason, package or PACKAGES.get(name))
+    return found
+
+
+def _find(name: str) -> tuple[str | None, str]:
+    if not name or "/" in name:
+        return None, f"{name!r} is not a program name"
+    reasons: list[str] = []
+    for directory in SYSTEM_DIRS:
+        candidate = os.path.join(directory, name)
+        if not os.path.lexists(candidate):
+            continue
+        reason = check_trusted(candidate)
+        if reason is None:
+            return candidate, ""
+        reasons.append(reason)
+    if reasons:
+        return None, "found but not trusted (" + "; ".join(dict.fromkeys(reasons)) + ")"
+    return None, f"not installed in {', '.join(SYSTEM_DIRS)}"
+
+
+__all__ = [
+    "PACKAGES",
+    "SYSTEM_DIRS",
+    "SYSTEM_PATH",
+    "check_trusted",
+    "find_trusted",
+    "trusted_program",
+]
