@@ -224,7 +224,7 @@ def _proc_arguments(view: View, sandbox: PreparedSandbox) -> list[str]:
 def exec_step() -> tuple[list[str], tuple[int, ...], tuple[str, ...]]:
     """(command, fds to pass, paths it needs visible) of the exec step."""
     python, needs = interpreter()
-    return [python, "-I", "-S", "-c", _exec_step_source(), "-1"], (), needs
+    return [python, "-I", "-S", "-c", _exec_step_source(), "-"], (), needs
 
 
 def contain(

@@ -3,7 +3,7 @@
 Bubblewrap has set up the namespaces and the mount view; Landlock forbids
 mount changes once applied, so it goes on here, as late as possible::
 
-    python3 -I -S -c <this source> SELF_FD STATUS_FD RULESET_FD N [MASK PATH]... TOOL [ARG...]
+    python3 -I -S -c <this source> OPTIONS STATUS_FD RULESET_FD N [MASK PATH]... TOOL [ARG...]
 
 It sets ``no_new_privs``, adds the ``N`` rules (the ``/proc`` ones: the fresh
 procfs has inodes the parent could not name; ``MASK`` is decimal, already
@@ -12,7 +12,8 @@ masked for files; a missing ``PATH`` is skipped) to the per-call ruleset
 the ruleset (the tool must never hold it), writes one byte to ``STATUS_FD``
 (the parent's proof that the sandbox is in place) and execs the tool.  Any
 failure before that exits 125 with a message and never runs the tool.
-``SELF_FD`` is always ``-1`` (a reserved slot of the protocol).
+``OPTIONS`` is ``-`` (none) or comma-separated ``KEY=VALUE`` pairs for the
+step's other duties; an unknown key or a malformed pair fails closed.
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.
@@ -40,10 +41,27 @@ def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
+_OPTION_KEYS: frozenset[str] = frozenset()
+
+
+def parse_options(text: str) -> dict[str, str]:
+    """``KEY=VALUE,...`` (or ``-``) into a dict; raise ValueError on anything else."""
+    if text == "-":
+        return {}
+    options: dict[str, str] = {}
+    for pair in text.split(","):
+        key, sep, value = pair.partition("=")
+        if not sep or key not in _OPTION_KEYS or key in options:
+            raise ValueError(f"bad exec step option {pair!r}")
+        options[key] = value
+    return options
+
+
 def main(argv: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     try:
+        parse_options(argv[1])
         status, ruleset, count = int(argv[2]), int(argv[3]), int(argv[4])
         rules, tool = argv[5 : 5 + 2 * count], argv[5 + 2 * count :]
         if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

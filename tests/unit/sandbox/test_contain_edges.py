@@ -130,7 +130,7 @@ def test_the_python_exec_step_needs_its_interpreter_and_the_system_directories()
 def test_the_exec_step_is_the_python_source_under_an_isolated_interpreter() -> None:
     python, needs = interpreter()
     source = Path(execstep.__file__).read_text(encoding="utf-8")
-    assert exec_step() == ([python, "-I", "-S", "-c", source, "-1"], (), needs)
+    assert exec_step() == ([python, "-I", "-S", "-c", source, "-"], (), needs)
 
 
 # --- the private /tmp ----------------------------------------------------------------

@@ -34,7 +34,7 @@ SYSTEM = [p for p in ("/usr", "/bin", "/lib", "/lib64", "/etc") if os.path.exist
 PYTHON = sorted({sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))})
 READ = FsAccess.READ_FILE | FsAccess.READ_DIR
 RUN = READ | FsAccess.EXECUTE
-STEP = (sys.executable, "-I", "-S", "-c", SOURCE, "-1")
+STEP = (sys.executable, "-I", "-S", "-c", SOURCE, "-")
 
 pytestmark = pytest.mark.skipif(
     "mutmut" in SOURCE, reason="mutmut's rewritten copy cannot run under -I -S"
@@ -303,3 +303,19 @@ def test_a_tool_name_that_is_not_utf8_is_reported_not_fatal() -> None:
     done, status = _step("-1", "0", name)
     assert (done.returncode, status) == (127, b"1")
     assert done.stderr == b"/nonexistent/t?ol: No such file or directory\n"
+
+
+@pytest.mark.parametrize("token", ["x", "unknown=1", "=", ""])
+def test_unknown_or_malformed_options_fail_closed_before_the_tool_runs(token: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", SOURCE, token, "1", "-1", "0", "/usr/bin/true"],
+        capture_output=True,
+        check=False,
+        pass_fds=(1,),
+    )
+    assert done.returncode == 125
+    assert b"option" in done.stderr
+
+
+def test_no_options_is_a_dash() -> None:
+    assert execstep.parse_options("-") == {}
