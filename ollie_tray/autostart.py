@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ollie_tray.desktop_integration import install_icons, with_exec, write_atomically
-from registry_core.paths import config_home
+from registry_core.paths import config_home, desktop_dir
 
 ENTRY_NAME = "ollie-tray.desktop"
 
@@ -24,7 +24,7 @@ X-GNOME-Autostart-enabled=true
 
 
 def _template_text() -> str:
-    shipped = Path(__file__).resolve().parent.parent / "desktop" / "ollie-tray-autostart.desktop"
+    shipped = desktop_dir() / "ollie-tray-autostart.desktop"
     try:
         return shipped.read_text(encoding="utf-8")
     except OSError:

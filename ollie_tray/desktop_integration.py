@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from registry_core.paths import resources_dir
+from registry_core.paths import desktop_dir, resources_dir
 
 LAUNCHER_NAME = "ollie-tray.desktop"
 
@@ -98,7 +98,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 def install_launcher(env: Mapping[str, str], executable: str | None = None) -> Path:
     """The application-menu launcher (and the icons it names)."""
-    shipped = Path(__file__).resolve().parent.parent / "desktop" / LAUNCHER_NAME
+    shipped = desktop_dir() / LAUNCHER_NAME
     text = shipped.read_text(encoding="utf-8")
     target = data_home(env) / "applications" / LAUNCHER_NAME
     write_atomically(target, with_exec(text, executable))

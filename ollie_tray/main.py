@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ollie_tray.login_check import require_password_from
 from registry_core import paths
+from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient
 from registry_core.elevation.limits import raise_fd_limit
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         " OLLIE_TRAY_REQUIRE_PASSWORD=1",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log to stderr")
+    add_version(p)
     return p
 
 
@@ -159,8 +161,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     env = dict(os.environ)
     if args.install_desktop:
         from ollie_tray.desktop_integration import install_launcher
+        from ollie_tray.manuals import install_manuals
 
         print(f"ollie-tray: launcher written to {install_launcher(env)}")
+        manuals = install_manuals(env)
+        print(f"ollie-tray: {len(manuals)} manual pages and shell completions installed")
         return 0
     if args.install_autostart or args.remove_autostart:
         from ollie_tray import autostart

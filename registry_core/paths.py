@@ -7,6 +7,7 @@ simulation never touch ``os.environ``.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -159,10 +160,50 @@ def which(name: str, search: str) -> str | None:
     return None
 
 
-def resources_dir() -> Path:
-    """The repository's / installation's ``resources`` directory."""
+RESOURCES_ENV = "OLLIE_RESOURCES_DIR"
+"""A packager's override: the directory holding ``sandbox/``, ``examples/``, ``icons/``..."""
+
+SHARE_NAME = "ollie-tray"
+
+
+def _resource_roots() -> list[tuple[Path, Path]]:
+    """(resources, desktop files) candidates, in the order they are tried."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "resources", here / "resources"):
-        if candidate.is_dir():
-            return candidate
-    return here.parent / "resources"
+    shipped = here / "_data"
+    roots = [
+        (here.parent / "resources", here.parent / "desktop"),  # a checkout
+        (shipped, shipped / "desktop"),  # a wheel: inside the package
+    ]
+    for prefix in dict.fromkeys((sys.prefix, sys.base_prefix, "/usr/local", "/usr")):
+        share = Path(prefix) / "share" / SHARE_NAME  # a distribution's package
+        roots.append((share, share / "desktop"))
+    return roots
+
+
+def _resources(env: Mapping[str, str] | None) -> tuple[Path, Path]:
+    override = (os.environ if env is None else env).get(RESOURCES_ENV)
+    if override:
+        root = Path(override)
+        return root, root / "desktop"
+    roots = _resource_roots()
+    for resources, desktop in roots:
+        if (resources / "sandbox" / "default.yaml").is_file():
+            return resources, desktop
+    return roots[0]
+
+
+def resources_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The shipped data: the default sandbox profile, the demo tools, the icons.
+
+    ``$OLLIE_RESOURCES_DIR`` when set (for packagers); else the first of: the
+    checkout's ``resources/``, the wheel's ``registry_core/_data``, and
+    ``<prefix>/share/ollie-tray`` for ``sys.prefix``, ``/usr/local`` and ``/usr``
+    (docs/packaging.md) that holds the default profile.
+    """
+    return _resources(env)[0]
+
+
+def desktop_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The shipped desktop files (launcher, autostart entry, systemd unit, metainfo),
+    found beside :func:`resources_dir` (``desktop/`` in a checkout and below it otherwise)."""
+    return _resources(env)[1]

@@ -37,6 +37,7 @@ from registry_core.agents.hook import (
     parse_generic,
 )
 from registry_core.agents.scope import Scope, load_rules, rules_path
+from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
 from registry_core.errors import AgentActionError, BrokerUnavailableError
 
@@ -107,11 +108,12 @@ def decide(
     return ask_broker(paths.elevate_socket(env), call, facts, timeout)
 
 
-def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ollie-approve",
         description="Ask the person (in the Ollie tray) before a coding agent runs an action.",
     )
+    add_version(parser)
     parser.add_argument("--json", action="store_true", help="generic JSON in/out (exit 77 on deny)")
     parser.add_argument("--agent", help=f"agent name shown in the dialog (default {CLAUDE_CODE})")
     parser.add_argument("--rules", type=Path, help="rules file (default approve-rules.yaml)")
@@ -121,6 +123,11 @@ def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, s
         default=DEFAULT_TIMEOUT,
         help=f"seconds to wait for the person (default {DEFAULT_TIMEOUT:g})",
     )
+    return parser
+
+
+def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, str]) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if math.isnan(args.timeout):
         parser.error("--timeout must be a number of seconds (got nan)")

@@ -44,6 +44,15 @@ class HelpFormatter(argparse.HelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width)
 
 
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version``: print the program's name and Ollie Tray's version, exit 0."""
+    from registry_core.version import version_line
+
+    parser.add_argument(
+        "--version", action="version", version=version_line(parser.prog), help="show the version"
+    )
+
+
 class Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` using :class:`HelpFormatter`; its subcommands' parsers
     are of this class too (argparse makes them of the parent's class)."""

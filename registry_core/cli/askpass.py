@@ -16,6 +16,7 @@ makes itself non-dumpable, before it asks for the password.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import resource
@@ -23,17 +24,43 @@ import sys
 from collections.abc import Sequence
 
 from registry_core import paths
+from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import APPROVAL_WAIT, WAIT_ENV, BrokerClient
 from registry_core.elevation.gates import GRANT_ENV
 from registry_core.errors import BrokerUnavailableError
 from registry_core.secure import harden_process
 
+_INFO_OPTIONS = ("-h", "--help", "--version")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser behind ``--help``, ``--version`` and the manual page.
+
+    sudo runs ``ollie-askpass PROMPT`` with any prompt text, so the program
+    never parses its argument as options: only a lone ``-h``, ``--help`` or
+    ``--version`` is taken as one.
+    """
+    parser = argparse.ArgumentParser(
+        prog="ollie-askpass",
+        description="The SUDO_ASKPASS program of Ollie's credential gate: sudo runs it to ask "
+        "the person (through the Ollie tray or broker) for a password, for an approved request "
+        f"only (its grant token is in ${GRANT_ENV}). Not meant to be run by hand.",
+    )
+    parser.add_argument("prompt", nargs="?", default="Password: ", help="the prompt sudo shows")
+    add_version(parser)
+    return parser
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file, even before the ping
     args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) == 1 and args[0] in _INFO_OPTIONS:
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as done:  # help and version print and exit 0
+            return int(done.code or 0)
     prompt = args[0] if args else "Password: "
     grant = os.environ.get(GRANT_ENV, "")
     if not grant:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from registry_core import paths
+from registry_core.cli.argparser import add_version
 from registry_core.elevation.assembly import build_broker
 from registry_core.elevation.core import BrokerConfig
 from registry_core.elevation.heap import freeze_startup_heap
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ollie-broker", description="Headless Ollie elevation broker."
     )
+    add_version(parser)
     parser.add_argument(
         "--front-end",
         default="auto",

@@ -21,6 +21,7 @@ entry of ``$OLLIE_PLUGINS_PATH``, else ``<ollie config>/scripts/x``).
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import shutil
@@ -32,6 +33,7 @@ from pathlib import Path
 from types import FrameType
 
 from registry_core import paths
+from registry_core.cli.argparser import add_version
 from registry_core.dispatch.gate import ElevationRequest, Kind
 from registry_core.dispatch.tether import run_tethered
 from registry_core.elevation.gates import InProcessGate, choose_gate
@@ -110,9 +112,38 @@ def install(env: Mapping[str, str], program: str) -> int:
     return 0
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The parser behind ``--help``, ``--version`` and the manual page.
+
+    Everything after ``--`` is the code, never an option: ``ollie-elevate -- --help``
+    asks to run ``bash -c --help``; only options before ``--`` are read here.
+    """
+    parser = argparse.ArgumentParser(
+        prog="ollie-elevate",
+        usage="%(prog)s [-h] [--version] [--install] -- CODE",
+        description="ollie-core's x/elevate plugin: ask the person (through the Ollie tray or "
+        "broker) before running bash CODE outside the sandbox; exit 77 when denied or not "
+        f"decided within ${TIMEOUT_ENV} seconds (default {DEFAULT_TIMEOUT:g}).",
+    )
+    parser.add_argument(
+        "--install",
+        action="store_true",
+        help="link this program in as ollie-core's elevate plugin (<plugins>/elevate)",
+    )
+    parser.add_argument("code", nargs="?", metavar="CODE", help="bash code, after --")
+    add_version(parser)
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     args = list(sys.argv[1:] if argv is None else argv)
+    options = args[: args.index("--")] if "--" in args else args
+    if any(a in ("-h", "--help", "--version") for a in options):
+        try:
+            build_parser().parse_args(options)
+        except SystemExit as done:  # help and version print and exit 0
+            return int(done.code or 0)
     if args == ["--install"]:
         me = sys.argv[0]
         return install(os.environ, me if os.sep in me else shutil.which(me) or me)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from registry_core import paths
+from registry_core.cli.argparser import add_version
 from registry_core.cli.render import table
 from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import RemoteError
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Use Ollie tools on other machines over SSH: deploy tools there, and "
         "forward the local elevation broker so the remote agent's requests are decided here.",
     )
+    add_version(parser)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--ssh-option",

@@ -118,12 +118,13 @@ def _command(argv: Sequence[str]) -> str | None:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; given the ``command`` about to run, only the modules it needs."""
-    from registry_core.cli.argparser import Parser
+    from registry_core.cli.argparser import Parser, add_version
 
     parser = Parser(
         prog=PROG,
         description="Inspect and call Ollie tools (.meta sidecars on $OLLIE_TOOLS_PATH).",
     )
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("list", help="list tools (available ones unless --all)")

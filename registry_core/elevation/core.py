@@ -45,11 +45,11 @@ from registry_core.elevation.prompter import Approval, ApprovalRequest, Prompter
 from registry_core.elevation.recording import record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
+from registry_core.version import version
 
 DEFAULT_PROMPT_TIMEOUT = 60.0
 DEFAULT_QUEUE_TIMEOUT = 600.0
 """How long a request may wait for its turn before it is denied (``by: timeout``)."""
-VERSION = "0.1.0"
 
 
 @dataclass
@@ -514,7 +514,7 @@ class Broker:
 
     def status(self, req: m.StatusRequest) -> m.StatusReply:
         return m.StatusReply(
-            id=req.id, pending=len(self.pending), paused=self.paused, version=VERSION
+            id=req.id, pending=len(self.pending), paused=self.paused, version=version()
         )
 
     def begin_shutdown(self) -> None:

@@ -289,6 +289,6 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 
 
 def _version() -> str:
-    from registry_core.elevation.core import VERSION
+    from registry_core.version import version
 
-    return VERSION
+    return version()

@@ -20,9 +20,10 @@ from core_helpers import HOST, FakePrompter, Setup, askpass, run, sudo_request
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.core import VERSION, Broker, BrokerConfig
+from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.prompter import Approval, Remember
+from registry_core.version import version
 
 NOBODY_UID = 4242424  # no account has it (checked below)
 
@@ -137,8 +138,8 @@ def test_sudo_result_acks_carry_the_requests_id(setup: Setup, exit_code: int) ->
 
 def test_status_names_the_broker_version(setup: Setup) -> None:
     reply = setup.broker(FakePrompter()).status(m.StatusRequest(id=3))
-    assert (reply.id, reply.version, reply.pending, reply.paused) == (3, VERSION, 0, False)
-    assert VERSION.count(".") == 2
+    assert (reply.id, reply.version, reply.pending, reply.paused) == (3, version(), 0, False)
+    assert version().count(".") == 2
 
 
 def test_progress_says_waiting_for_user_once_the_question_is_shown(setup: Setup) -> None:
