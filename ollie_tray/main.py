@@ -153,10 +153,23 @@ def _ask_running(socket_path: Path, member: str, paused: bool) -> int:
     return 0
 
 
+def _migrate_desktop_entries(env: dict[str, str]) -> None:
+    """Entries installed under the old desktop id move to the application id (once)."""
+    from ollie_tray.desktop_integration import migrate_legacy
+
+    try:
+        for path in migrate_legacy(env):
+            print(f"ollie-tray: desktop entry moved to {path}", file=sys.stderr)
+    except OSError as exc:
+        print(f"ollie-tray: cannot move the old desktop entries: {exc}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     env = dict(os.environ)
+    if args.install_desktop or args.install_autostart or args.remove_autostart:
+        _migrate_desktop_entries(env)
     if args.install_desktop:
         from ollie_tray.desktop_integration import install_launcher
 
@@ -196,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind_error = str(exc)
     else:
         print(f"ollie-tray: listening on {socket_path}", file=sys.stderr, flush=True)
+    _migrate_desktop_entries(user_env)
     harden_process()
     if first_start_without_tools(user_env, env):
         args.browser = True
@@ -212,14 +226,15 @@ def _run_gui(
     from PySide6.QtWidgets import QApplication
 
     from ollie_tray.app import AppOptions, TrayApp
+    from ollie_tray.app_id import APP_ID
     from ollie_tray.icons import icon
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qapp, QApplication)
     qapp.setApplicationName("Ollie Tray")
-    qapp.setDesktopFileName("ollie-tray")
+    qapp.setDesktopFileName(APP_ID)
     qapp.setQuitOnLastWindowClosed(False)
-    qapp.setWindowIcon(icon("ollie-tray"))
+    qapp.setWindowIcon(icon(APP_ID))
     options = AppOptions(
         countdown_s=args.countdown,
         require_password=args.require_password or require_password_from(env),
