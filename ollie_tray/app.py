@@ -201,11 +201,11 @@ class TrayApp:
         )
 
     def _demo_tools_text(self) -> str:
-        """ "Demo tools: N bundled examples (read-only)" in demo mode, else ""."""
-        if not self.options.demo:
-            return ""
+        """ "Demo tools: N bundled examples (read-only)" when they are loaded, else ""."""
         examples = os.fspath(paths.resources_dir() / "examples") + os.sep
         count = sum(1 for t in self.loader.current.all() if t.source_file.startswith(examples))
+        if not (self.options.demo or count):
+            return ""
         return f"Demo tools: {count_text(count, 'bundled example')} (read-only)"
 
     def _denied(self, denial: Denial) -> None:

@@ -99,6 +99,23 @@ def demo_env(env: dict[str, str]) -> dict[str, str]:
     return out
 
 
+def has_no_tools_of_their_own(env: dict[str, str]) -> bool:
+    """No ``OLLIE_TOOLS_PATH`` and an empty (or absent) tools directory: ``make run``'s test.
+
+    Such a person starts with the bundled demo tools, from the application menu
+    as from a checkout; a directory that cannot be read counts as theirs (no demo).
+    """
+    if env.get("OLLIE_TOOLS_PATH"):
+        return False
+    try:
+        with os.scandir(paths.default_tools_dir(env)) as entries:
+            return next(entries, None) is None
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
 def _has_tools(env: dict[str, str]) -> bool:
     for directory in paths.tools_path(env):
         try:
@@ -186,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("ollie-tray: autostart was not enabled")
         return 0
     user_env = dict(env)
-    if args.demo:
+    if args.demo or has_no_tools_of_their_own(env):
         env = demo_env(env)
         os.environ.update(env)
     socket_path = paths.elevate_socket(env)
