@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import socket
 import sys
@@ -28,6 +27,7 @@ from registry_core.elevation.listen import (
     bind_socket,
 )
 from registry_core.errors import BrokerUnavailableError
+from registry_core.logsetup import PLAIN_FORMAT, setup_logging
 from registry_core.secure import harden_process
 
 
@@ -183,7 +183,7 @@ def _migrate_desktop_entries(env: dict[str, str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    setup_logging(verbose=args.verbose, fmt=PLAIN_FORMAT)
     env = dict(os.environ)
     if args.install_desktop or args.install_autostart or args.remove_autostart:
         _migrate_desktop_entries(env)
