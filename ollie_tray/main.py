@@ -16,7 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ollie_tray.login_check import require_password_from
+from ollie_tray import settings
+from ollie_tray.settings import TraySettings
 from registry_core import paths
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient
@@ -62,9 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--countdown",
         type=int,
-        default=60,
+        default=None,
         metavar="SEC",
-        help="seconds before an unanswered request is denied (default 60)",
+        help="seconds before an unanswered request is denied (default: countdown_s of"
+        " tray.yaml in the ollie config directory, else 60)",
     )
     p.add_argument(
         "--require-password",
@@ -230,7 +232,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     harden_process()
     if first_start_without_tools(user_env, env):
         args.browser = True
+    args.settings = tray_settings(user_env, args)
+    if args.settings.verbose:
+        setup_logging(verbose=True, fmt=PLAIN_FORMAT)
     return _run_gui(env, args, listening, bind_error)
+
+
+def tray_settings(env: dict[str, str], args: argparse.Namespace) -> TraySettings:
+    """``tray.yaml`` (written with its defaults on the first start), the variable, the flags."""
+    return settings.merged(
+        settings.load(env),
+        env,
+        countdown=args.countdown,
+        require_password=args.require_password,
+        verbose=args.verbose,
+    )
 
 
 def _run_gui(
@@ -253,8 +269,9 @@ def _run_gui(
     qapp.setQuitOnLastWindowClosed(False)
     qapp.setWindowIcon(icon(APP_ID))
     options = AppOptions(
-        countdown_s=args.countdown,
-        require_password=args.require_password or require_password_from(env),
+        countdown_s=args.settings.countdown_s,
+        arm_delay_ms=args.settings.arm_delay_ms,
+        require_password=args.settings.require_password,
         open_browser=args.browser,
         demo=args.demo,
         listening=listening,
