@@ -187,6 +187,7 @@ class TrayApp:
             tool_browser=self.show_browser,
             policies=self.show_policies,
             audit_log=self.show_audit,
+            settings=self.show_settings,
             set_paused=self.broker.set_paused,
             set_autostart=self.set_autostart,
             autostart_enabled=lambda: autostart.is_enabled(self.env),
@@ -393,6 +394,11 @@ class TrayApp:
         from ollie_tray.windows.audit import AuditWindow
 
         self._show("audit", lambda: AuditWindow(self.audit))
+
+    def show_settings(self) -> None:
+        from ollie_tray.windows.settings import SettingsWindow
+
+        self._show("settings", lambda: SettingsWindow(self.env))
 
     def quit(self) -> None:
         self._quit.set()
