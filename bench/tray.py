@@ -144,7 +144,7 @@ def main() -> int:
         welcomed.touch()
         helpers = start_desktop(tmp, env)
         try:
-            icon = str(REPO / "resources" / "icons" / "ollie-tray.svg")
+            icon = str(REPO / "resources" / "icons" / "io.github.ollie_tray.OllieTray.svg")
             minimal = [sys.executable, "-c", MINIMAL, icon]
             ours = [str(VENV_BIN / "ollie-tray"), "--demo"]
             sock = runtime / "ollie" / "elevate.sock"

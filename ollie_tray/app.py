@@ -25,6 +25,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 
 from ollie_tray import autostart, control
+from ollie_tray.app_id import APP_ID
 from ollie_tray.dialogs.real_input import build_judge
 from ollie_tray.icons import icon
 from ollie_tray.keyring_consent import KeyringConsent, consent_file
@@ -155,7 +156,7 @@ class TrayApp:
             on_deny=self.prompter.deny,
             on_activation_token=self._set_activation_token,
             fallback=self._tray_message,
-            icon=str(paths.resources_dir() / "icons" / "ollie-tray.svg"),
+            icon=str(paths.resources_dir() / "icons" / f"{APP_ID}.svg"),
         )
         self.prompter.queue_info = self.broker.queue_info
         self.prompter.deny_all = self._deny_queued  # the dialog denies itself
@@ -186,6 +187,7 @@ class TrayApp:
             tool_browser=self.show_browser,
             policies=self.show_policies,
             audit_log=self.show_audit,
+            settings=self.show_settings,
             set_paused=self.broker.set_paused,
             set_autostart=self.set_autostart,
             autostart_enabled=lambda: autostart.is_enabled(self.env),
@@ -200,11 +202,11 @@ class TrayApp:
         )
 
     def _demo_tools_text(self) -> str:
-        """ "Demo tools: N bundled examples (read-only)" in demo mode, else ""."""
-        if not self.options.demo:
-            return ""
+        """ "Demo tools: N bundled examples (read-only)" when they are loaded, else ""."""
         examples = os.fspath(paths.resources_dir() / "examples") + os.sep
         count = sum(1 for t in self.loader.current.all() if t.source_file.startswith(examples))
+        if not (self.options.demo or count):
+            return ""
         return f"Demo tools: {count_text(count, 'bundled example')} (read-only)"
 
     def _denied(self, denial: Denial) -> None:
@@ -230,14 +232,14 @@ class TrayApp:
 
     def _tray_message(self, title: str, body: str) -> None:
         if self.tray is not None and self.tray.isVisible():
-            self.tray.showMessage(title, body, icon("ollie-tray"), 10_000)
+            self.tray.showMessage(title, body, icon(APP_ID), 10_000)
         else:
             print(f"ollie-tray: {title}: {body}", file=sys.stderr)
 
     def _dialog_changed(self, dialog: QDialog | None) -> None:
         self._dialog = dialog
         if dialog is not None:
-            dialog.setWindowIcon(icon("ollie-tray"))
+            dialog.setWindowIcon(icon(APP_ID))
             # Ask for attention (urgency on X11, xdg-activation on Wayland): a
             # compositor may refuse focus to a window nobody clicked, never to this.
             QApplication.alert(dialog)
@@ -392,6 +394,11 @@ class TrayApp:
         from ollie_tray.windows.audit import AuditWindow
 
         self._show("audit", lambda: AuditWindow(self.audit))
+
+    def show_settings(self) -> None:
+        from ollie_tray.windows.settings import SettingsWindow
+
+        self._show("settings", lambda: SettingsWindow(self.env))
 
     def quit(self) -> None:
         self._quit.set()

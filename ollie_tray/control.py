@@ -7,7 +7,7 @@ desktop file's actions) ask the running instance over D-Bus.  The session bus
 is the right door: tools in the sandbox cannot see it (only the broker socket
 is bound into their namespace), so no tool can pause or quit the broker.
 
-One name per broker socket (``org.ollie.Tray.s<hash>``): two brokers on
+One name per broker socket (``<APP_ID>.s<hash>``): two brokers on
 different sockets (``OLLIE_ELEVATE_SOCKET``) run side by side, and a launcher
 action reaches the one its environment names.
 
@@ -26,8 +26,10 @@ from dbus_fast.aio import MessageBus
 from dbus_fast.annotations import DBusSignature
 from dbus_fast.service import ServiceInterface, dbus_method
 
-INTERFACE = "org.ollie.Tray1"
-PATH = "/org/ollie/Tray"
+from ollie_tray.app_id import APP_ID
+
+INTERFACE = f"{APP_ID}.Control1"
+PATH = "/" + APP_ID.replace(".", "/")
 DBool = Annotated[bool, DBusSignature("b")]
 
 
@@ -37,7 +39,7 @@ class ControlError(RuntimeError):
 
 def bus_name(socket_path: Path) -> str:
     digest = hashlib.sha256(str(socket_path).encode()).hexdigest()[:16]
-    return f"org.ollie.Tray.s{digest}"
+    return f"{APP_ID}.s{digest}"
 
 
 class TrayControl(ServiceInterface):

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ollie_tray.login_check import require_password_from
+from ollie_tray import settings
+from ollie_tray.settings import TraySettings
 from registry_core import paths
 from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
@@ -29,6 +29,7 @@ from registry_core.elevation.listen import (
     bind_socket,
 )
 from registry_core.errors import BrokerUnavailableError
+from registry_core.logsetup import PLAIN_FORMAT, setup_logging
 from registry_core.secure import harden_process
 
 
@@ -63,9 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--countdown",
         type=int,
-        default=60,
+        default=None,
         metavar="SEC",
-        help="seconds before an unanswered request is denied (default 60)",
+        help="seconds before an unanswered request is denied (default: countdown_s of"
+        " tray.yaml in the ollie config directory, else 60)",
     )
     p.add_argument(
         "--require-password",
@@ -99,6 +101,23 @@ def demo_env(env: dict[str, str]) -> dict[str, str]:
     dirs = [*paths.tools_path(env), *demo_tool_dirs()]
     out["OLLIE_TOOLS_PATH"] = ":".join(str(d) for d in dirs)
     return out
+
+
+def has_no_tools_of_their_own(env: dict[str, str]) -> bool:
+    """No ``OLLIE_TOOLS_PATH`` and an empty (or absent) tools directory: ``make run``'s test.
+
+    Such a person starts with the bundled demo tools, from the application menu
+    as from a checkout; a directory that cannot be read counts as theirs (no demo).
+    """
+    if env.get("OLLIE_TOOLS_PATH"):
+        return False
+    try:
+        with os.scandir(paths.default_tools_dir(env)) as entries:
+            return next(entries, None) is None
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
 
 
 def _has_tools(env: dict[str, str]) -> bool:
@@ -155,10 +174,23 @@ def _ask_running(socket_path: Path, member: str, paused: bool) -> int:
     return 0
 
 
+def _migrate_desktop_entries(env: dict[str, str]) -> None:
+    """Entries installed under the old desktop id move to the application id (once)."""
+    from ollie_tray.desktop_integration import migrate_legacy
+
+    try:
+        for path in migrate_legacy(env):
+            print(f"ollie-tray: desktop entry moved to {path}", file=sys.stderr)
+    except OSError as exc:
+        print(f"ollie-tray: cannot move the old desktop entries: {exc}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    setup_logging(verbose=args.verbose, fmt=PLAIN_FORMAT)
     env = dict(os.environ)
+    if args.install_desktop or args.install_autostart or args.remove_autostart:
+        _migrate_desktop_entries(env)
     if args.install_desktop:
         from ollie_tray.desktop_integration import install_launcher
         from ollie_tray.manuals import install_manuals
@@ -178,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("ollie-tray: autostart was not enabled")
         return 0
     user_env = dict(env)
-    if args.demo:
+    if args.demo or has_no_tools_of_their_own(env):
         env = demo_env(env)
         os.environ.update(env)
     socket_path = paths.elevate_socket(env)
@@ -201,10 +233,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind_error = str(exc)
     else:
         print(f"ollie-tray: listening on {socket_path}", file=sys.stderr, flush=True)
+    _migrate_desktop_entries(user_env)
     harden_process()
     if first_start_without_tools(user_env, env):
         args.browser = True
+    args.settings = tray_settings(user_env, args)
+    if args.settings.verbose:
+        setup_logging(verbose=True, fmt=PLAIN_FORMAT)
     return _run_gui(env, args, listening, bind_error)
+
+
+def tray_settings(env: dict[str, str], args: argparse.Namespace) -> TraySettings:
+    """``tray.yaml`` (written with its defaults on the first start), the variable, the flags."""
+    return settings.merged(
+        settings.load(env),
+        env,
+        countdown=args.countdown,
+        require_password=args.require_password,
+        verbose=args.verbose,
+    )
 
 
 def _run_gui(
@@ -217,17 +264,19 @@ def _run_gui(
     from PySide6.QtWidgets import QApplication
 
     from ollie_tray.app import AppOptions, TrayApp
+    from ollie_tray.app_id import APP_ID
     from ollie_tray.icons import icon
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qapp, QApplication)
     qapp.setApplicationName("Ollie Tray")
-    qapp.setDesktopFileName("ollie-tray")
+    qapp.setDesktopFileName(APP_ID)
     qapp.setQuitOnLastWindowClosed(False)
-    qapp.setWindowIcon(icon("ollie-tray"))
+    qapp.setWindowIcon(icon(APP_ID))
     options = AppOptions(
-        countdown_s=args.countdown,
-        require_password=args.require_password or require_password_from(env),
+        countdown_s=args.settings.countdown_s,
+        arm_delay_ms=args.settings.arm_delay_ms,
+        require_password=args.settings.require_password,
         open_browser=args.browser,
         demo=args.demo,
         listening=listening,

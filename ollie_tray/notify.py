@@ -44,6 +44,7 @@ from typing import Any, Protocol
 
 from dbus_fast import Message, MessageType, Variant
 
+from ollie_tray.app_id import APP_ID
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.denials import Denial, summary_text
 from registry_core.elevation.messages import Kind
@@ -59,8 +60,8 @@ _DBUS = "org.freedesktop.DBus"
 _DBUS_PATH = "/org/freedesktop/DBus"
 
 APP_NAME = "Ollie Tray"
-ICON_NAME = "ollie-tray"
-DESKTOP_ENTRY = "ollie-tray"
+ICON_NAME = APP_ID
+DESKTOP_ENTRY = APP_ID
 
 ACTION_DEFAULT = "default"
 ACTION_REVIEW = "review"

@@ -43,6 +43,8 @@ class TrayActions:
     recent_denials: Callable[[], list[Denial]] | None = None
     # In demo mode: what the "Demo tools" line says (the bundled examples added, read-only).
     demo_tools: Callable[[], str] | None = None
+    # "Settings…" (optional): the window for the common entries of tray.yaml.
+    settings: Callable[[], None] | None = None
 
 
 def tooltip_text(state: TrayState, pending: int, detail: str = "") -> str:
@@ -152,6 +154,8 @@ class TrayIcon(QSystemTrayIcon):
             note.triggered.connect(self.actions.tool_browser)
         menu.addAction("&Policies…").triggered.connect(self.actions.policies)
         menu.addAction("&Audit log…").triggered.connect(self.actions.audit_log)
+        if self.actions.settings is not None:
+            menu.addAction("&Settings…").triggered.connect(self.actions.settings)
         if self.actions.remote_hosts is not None:
             menu.addMenu(self.remote_menu)
         menu.addSeparator()

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ollie_tray.app_id import APP_ID
 from ollie_tray.browser.arg_editors import box
 from ollie_tray.browser.details import DetailsPanel
 from ollie_tray.browser.hosts import RemoteHostView, remote_file_tool
@@ -92,7 +93,7 @@ class BrowserWindow(QMainWindow):
         self._live_wanted = live
         self.live: LiveRegistry | None = None
         self.setWindowTitle("Ollie Tool Browser")
-        self.setWindowIcon(icon("ollie-tray"))
+        self.setWindowIcon(icon(APP_ID))
         self.resize(1200, 760)
         if not loader.current.tools:
             loader.load()

@@ -23,6 +23,7 @@ from dbus_fast import BusType, Message, MessageType, NameFlag, RequestNameReply
 from dbus_fast.aio import MessageBus
 from dbus_fast.service import ServiceInterface
 
+from ollie_tray.app_id import APP_ID
 from ollie_tray.sni.dbusmenu import DBusMenu, MenuBackend
 from ollie_tray.sni.item import ITEM_PATH, MENU_PATH, ItemActions, StatusNotifierItem
 
@@ -45,7 +46,7 @@ class SniExport:
         call_timeout: float = 5.0,
     ) -> None:
         loop_soon = self._soon
-        self.item = StatusNotifierItem("ollie-tray", actions, loop_soon, icon_theme_path)
+        self.item = StatusNotifierItem(APP_ID, actions, loop_soon, icon_theme_path)
         self.menu = DBusMenu(menu, loop_soon)
         self.name = f"org.kde.StatusNotifierItem-{os.getpid()}-1"
         self._on_registered = on_registered

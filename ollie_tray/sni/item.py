@@ -21,6 +21,8 @@ from dbus_fast.annotations import DBusSignature
 from dbus_fast.constants import PropertyAccess
 from dbus_fast.service import ServiceInterface, dbus_method, dbus_property, dbus_signal
 
+from ollie_tray.app_id import APP_ID
+
 INTERFACE = "org.kde.StatusNotifierItem"
 ITEM_PATH = "/StatusNotifierItem"
 MENU_PATH = "/MenuBar"
@@ -47,7 +49,7 @@ class ItemLook:
     """Everything a host shows of the item."""
 
     status: Status = Status.ACTIVE
-    icon_name: str = "ollie-tray"
+    icon_name: str = APP_ID
     attention_icon_name: str = "ollie-tray-pending"
     title: str = "Ollie Tray"
     tooltip_title: str = "Ollie Tray"

@@ -18,6 +18,7 @@ from PySide6.QtCore import QEvent, QObject, QSize, QTimer
 from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import QMenu
 
+from ollie_tray.app_id import APP_ID
 from ollie_tray.icons import TrayState, state_icon
 from ollie_tray.sni.export import SniExport
 from ollie_tray.sni.item import ItemActions, ItemLook, Pixmap, Status
@@ -26,7 +27,7 @@ from ollie_tray.tray import TrayIcon, tooltip_text
 from registry_core.paths import resources_dir
 
 ICON_NAMES = {
-    TrayState.IDLE: "ollie-tray",
+    TrayState.IDLE: APP_ID,
     TrayState.PENDING: "ollie-tray-pending",
     TrayState.PAUSED: "ollie-tray-paused",
     TrayState.ERROR: "ollie-tray-error",

@@ -40,6 +40,7 @@ from registry_core.agents.scope import Scope, load_rules, rules_path
 from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
 from registry_core.errors import AgentActionError, BrokerUnavailableError
+from registry_core.logsetup import setup_logging
 
 EXIT_DENIED = 77
 DEFAULT_TIMEOUT = 55.0  # under Claude Code's 60 s hook timeout
@@ -158,4 +159,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())

@@ -29,6 +29,7 @@ from registry_core.elevation import messages as m
 from registry_core.elevation.client import APPROVAL_WAIT, WAIT_ENV, BrokerClient
 from registry_core.elevation.gates import GRANT_ENV
 from registry_core.errors import BrokerUnavailableError
+from registry_core.logsetup import setup_logging
 from registry_core.secure import harden_process
 
 _INFO_OPTIONS = ("-h", "--help", "--version")
@@ -93,4 +94,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())

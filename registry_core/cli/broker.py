@@ -25,6 +25,7 @@ from registry_core.elevation.limits import raise_fd_limit
 from registry_core.elevation.prompters.select import FRONT_ENDS
 from registry_core.elevation.server import BrokerServer
 from registry_core.errors import ElevationError
+from registry_core.logsetup import setup_logging
 from registry_core.remote.identify import make_identifier
 from registry_core.remote.state import state_dir as remote_state_dir
 from registry_core.secure import harden_process
@@ -84,4 +85,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())

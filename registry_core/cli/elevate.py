@@ -39,6 +39,7 @@ from registry_core.dispatch.tether import run_tethered
 from registry_core.elevation.gates import InProcessGate, choose_gate
 from registry_core.elevation.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
 from registry_core.errors import ElevationDeniedError
+from registry_core.logsetup import setup_logging
 
 EXIT_DENIED = 77
 EXIT_USAGE = 2
@@ -173,4 +174,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())

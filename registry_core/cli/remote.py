@@ -30,6 +30,7 @@ from registry_core.cli.argparser import add_version
 from registry_core.cli.render import table
 from registry_core.cli.subcommands import run_subcommand
 from registry_core.errors import RemoteError
+from registry_core.logsetup import setup_logging
 from registry_core.remote.connect import Supervisor, disconnect
 from registry_core.remote.deploy import DEFAULT_REMOTE_PATH, Deployer, DeployResult, Method
 from registry_core.remote.fetch import fetch_dump
@@ -276,6 +277,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())
 
 

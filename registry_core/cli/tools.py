@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TextIO, TypeVar
 from registry_core.cli.jsonout import write_json
 from registry_core.cli.subcommands import run_parsed, run_subcommand
 from registry_core.errors import OllieError, ToolChangedError
+from registry_core.logsetup import setup_logging
 from registry_core.paths import scan_cache_dir, tools_path
 from registry_core.registry import Registry, RegistryLoader
 
@@ -168,6 +169,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 
 
 def main_entry() -> None:
+    setup_logging()
     sys.exit(main())
 
 

@@ -121,7 +121,8 @@ class BrokerClient:
             raise _connect_error(path, exc, connect_timeout) from exc
         # The server must be us too: a socket another user planted (e.g. in a
         # /tmp fallback runtime directory) could otherwise forge approvals.
-        _pid, uid, _gid = peer_credentials(self._sock)
+        pid, uid, _gid = peer_credentials(self._sock)
+        self.peer_pid = pid
         if uid != os.getuid():
             self._sock.close()
             raise ForeignBrokerError(f"{path} is served by uid {uid}, not by you: not using it")
@@ -304,3 +305,33 @@ def probe_broker(path: Path, timeout: float = 2.0) -> BrokerState:
 def broker_alive(path: Path, timeout: float = 2.0) -> bool:
     """Does a broker answer ``ping`` on ``path``?"""
     return probe_broker(path, timeout) is BrokerState.ALIVE
+
+
+BROKER_PROGRAMS = {"ollie-tray": "Ollie Tray", "ollie-broker": "ollie-broker"}
+
+
+def program_of(pid: int, proc: Path = Path("/proc")) -> str | None:
+    """``ollie-tray`` or ``ollie-broker`` when that is what runs as ``pid``, else None."""
+    try:
+        words = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    # A console script runs as "python3 /path/bin/ollie-tray ..." or "/path/bin/ollie-tray".
+    for word in words[:2]:
+        name = os.path.basename(word.decode(errors="replace"))
+        if name in BROKER_PROGRAMS:
+            return name
+    if words[1:3] == [b"-m", b"ollie_tray"]:
+        return "ollie-tray"
+    return None
+
+
+def broker_label(path: Path, timeout: float = 2.0) -> str:
+    """Who answers on ``path``, for a person reading progress: "Ollie Tray", "ollie-broker",
+    else "the broker on PATH" (another program, a tunnel, or nothing that answers now)."""
+    try:
+        with BrokerClient(path, timeout=timeout, connect_timeout=timeout) as client:
+            program = program_of(client.peer_pid)
+    except (BrokerUnavailableError, BrokerNotRespondingError):
+        program = None
+    return BROKER_PROGRAMS[program] if program else f"the broker on {path}"

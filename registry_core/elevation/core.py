@@ -493,6 +493,10 @@ class Broker:
         except Exception as exc:
             reason = f"the front-end failed: {exc}"
             return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
+        if answer.no_front_end and not answer.approved:
+            # Nobody was asked (``--front-end none``): not a person's "no".
+            reason = answer.reason or "no front-end"
+            return self._reply(ar, deny, reason, m.DecidedBy.NO_FRONT_END)
         if answer.timed_out and not answer.approved:
             # The dialog's countdown ended first: the same unattended timeout as above.
             reason = answer.reason or f"no answer within {_seconds(ar.timeout)} s"

@@ -126,6 +126,8 @@ class Approval:
     pattern: str | None = None
     # The front-end's own countdown ran out: nobody answered (a timeout, not a "no").
     timed_out: bool = False
+    # Nobody was there to ask (the ``none`` front-end): audited as no_front_end.
+    no_front_end: bool = False
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ class CallCanceller:
         self.cancelled = False
         # Set while the call waits for the broker's answer (progress says so).
         self.awaiting_approval = False
+        # Who answers it ("Ollie Tray", "ollie-broker", "the broker on PATH").
+        self.approver = "the elevation broker"
 
     def on_cancel(self, abort: Callable[[], None]) -> None:
         """Run ``abort`` at the cancel (at once if it already happened): e.g. end the

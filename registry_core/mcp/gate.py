@@ -19,7 +19,7 @@ from pathlib import Path
 
 from registry_core import paths
 from registry_core.dispatch.gate import Authorization, ElevationRequest
-from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.elevation.client import BrokerClient, broker_alive, broker_label
 from registry_core.elevation.gates import BrokerGate
 from registry_core.errors import ElevationDeniedError
 from registry_core.mcp.cancel import CANCELLED, CallCanceller
@@ -63,6 +63,7 @@ class McpGate:
             )
         canceller: CallCanceller | None = getattr(self._local, "canceller", None)
         if canceller is not None:
+            canceller.approver = broker_label(self._path)
             canceller.awaiting_approval = True
         try:
             grant = _WithdrawableGate(self._path, self._host, canceller).authorize(request)

@@ -4,9 +4,10 @@ Only *available* tools are listed (hidden and broken ones never appear); the
 registry has already merged the matching variant's fields into each tool.
 ``inputSchema`` is the tool's ``args`` schema unchanged (with ``"type":
 "object"`` added when the schema leaves it out, which MCP requires).
-Annotations come from the tool's flags: ``readOnlyHint`` from ``readOnly``;
-elevated and sudo tools are marked destructive, with a title saying that a
-call asks the person for approval.
+Annotations come from the tool's flags: ``readOnlyHint`` from ``readOnly``
+(never true for elevated and sudo tools: they run outside the sandbox, so no
+client may take them for harmless); elevated and sudo tools are marked
+destructive, with a title saying that a call asks the person for approval.
 
 Speed (bench/mcp.py): a listing of thousands of tools is served as plain
 JSON-ready dicts, never as the SDK's pydantic models: :func:`tool_definition`
@@ -59,7 +60,7 @@ def tool_annotations(tool: Tool) -> types.ToolAnnotations:
     note = approval_note(tool)
     return types.ToolAnnotations(
         title=f"{tool.name} ({note})" if note else tool.name,
-        readOnlyHint=tool.read_only,
+        readOnlyHint=tool.read_only and note is None,
         destructiveHint=True if note else None,
     )
 
@@ -103,7 +104,7 @@ def tool_definition(tool: Tool) -> dict[str, Any]:
     description = listed_description(tool)
     annotations: dict[str, Any] = {
         "title": f"{tool.name} ({note})" if note else tool.name,
-        "readOnlyHint": tool.read_only,
+        "readOnlyHint": tool.read_only and note is None,
     }
     if note:
         annotations["destructiveHint"] = True

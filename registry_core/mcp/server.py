@@ -244,7 +244,7 @@ class RegistryServer:
                 await session.send_progress_notification(
                     token,
                     progress=round(elapsed, 3),
-                    message=f"waiting {elapsed:.0f} s for the person's approval (Ollie tray)",
+                    message=f"waiting {elapsed:.0f} s for the person's approval ({call.approver})",
                     related_request_id=str(request),
                 )
                 continue

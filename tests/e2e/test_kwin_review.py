@@ -65,7 +65,9 @@ def ws(
 
 def _dialog(windows: list[kh.KWinWindow]) -> kh.KWinWindow | None:
     found = [
-        w for w in windows if w.resource_class == "ollie-tray" and "approve" in w.caption.lower()
+        w
+        for w in windows
+        if w.resource_class == "io.github.ollie_tray.OllieTray" and "approve" in w.caption.lower()
     ]
     return found[0] if found else None
 
@@ -105,7 +107,7 @@ def _buried_dialog(ws: wh.WaylandSession) -> Scene:
     assert "review" in note["actions"], note
     # The dialog maps (KWin 5.27 gives it the focus); the person clicks back into their app.
     mapped = wait_for(lambda: _dialog(kwin.windows()), "the approval dialog in KWin")
-    assert mapped.resource_class == "ollie-tray"
+    assert mapped.resource_class == "io.github.ollie_tray.OllieTray"
     kwin.activate(BUSY)
     dialog, busy = _state(kwin)
     assert busy.active and not dialog.active, (busy, dialog)

@@ -15,6 +15,8 @@ import pytest
 from e2e_driver import APPROVAL_TITLE, TrayProcess, find_window, open_tray_menu
 from e2e_harness import E2E
 
+from ollie_tray.app_id import APP_ID
+
 pytestmark = [pytest.mark.e2e, pytest.mark.realstack]
 
 
@@ -31,7 +33,7 @@ def menu_closed(tray: TrayProcess) -> None:
 def test_start_at_login_toggle_writes_a_valid_autostart_entry(e2e: E2E) -> None:
     tray = e2e.start_tray(demo=False, wait_icon=True)
     # ~/.config/autostart of the tray's (temporary) home: XDG_CONFIG_HOME is ~/.config.
-    entry = Path(tray.env["HOME"]) / ".config" / "autostart" / "ollie-tray.desktop"
+    entry = Path(tray.env["HOME"]) / ".config" / "autostart" / f"{APP_ID}.desktop"
     assert not entry.exists()
     menu = open_tray_menu(tray)
     assert menu_action(menu, "Start at login")["checked"] is False

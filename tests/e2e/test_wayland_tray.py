@@ -62,7 +62,7 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
     item = idle["item"]
     # One icon: ours, not a second one from Qt's own export.
     assert ws.probe("items") == [item]
-    assert idle["IconName"] == "ollie-tray"
+    assert idle["IconName"] == "io.github.ollie_tray.OllieTray"
     assert idle["AttentionIconName"] == "ollie-tray-pending"
     assert idle["Title"] == "Ollie Tray"
     monitor = subprocess.Popen(
@@ -97,7 +97,7 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
         )
         dialog = next(n for n in ws.toplevels() if "approve" in str(n.get("name", "")).lower())
         assert dialog.get("shell") == "xdg_shell", dialog
-        assert dialog.get("app_id") == "ollie-tray", dialog
+        assert dialog.get("app_id") == "io.github.ollie_tray.OllieTray", dialog
         assert dialog["rect"]["width"] <= wh.SCREEN[0] // 2, dialog["rect"]  # a half tile
         ws.shot("pending")
         # A real key press from sway's virtual keyboard: Escape denies.
@@ -113,7 +113,7 @@ def test_sway_waybar_attention_while_pending_and_native_dialog(ws: wh.WaylandSes
         wait_for(escape_denies, "Escape to deny and the agent's call to end")
         assert agent.returncode == DENIED
         back = ws.wait_item(lambda p: p.get("Status") == "Active", "Active after the decision")
-        assert back["IconName"] == "ollie-tray"
+        assert back["IconName"] == "io.github.ollie_tray.OllieTray"
         assert back["Title"] == "Ollie Tray"
         ws.shot("decided")
     finally:
@@ -178,7 +178,7 @@ def test_weston_dialog_is_a_native_toplevel(ws: wh.WaylandSession) -> None:
     )
     views = _weston_views(ws)
     assert "xdg_toplevel" in views, views
-    assert "ollie-tray" in views, views  # the app id
+    assert "io.github.ollie_tray.OllieTray" in views, views  # the app id
     ws.shot("weston", ["weston-screenshooter"])
     agent.terminate()
     wait_for(lambda: agent.poll() is not None, "the agent gone")

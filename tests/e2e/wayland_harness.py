@@ -181,7 +181,7 @@ class WaylandSession:
 
     def _is_ours(self, item: str) -> bool:
         try:
-            return bool(self.probe("props", item).get("Id") == "ollie-tray")
+            return bool(self.probe("props", item).get("Id") == "io.github.ollie_tray.OllieTray")
         except E2EError:
             return False
 

@@ -538,9 +538,11 @@ def test_cancel_while_the_person_decides_withdraws_the_dialog(env: Env) -> None:
             async with session(env, "--progress-interval", "0.2") as s:
                 request_id = s._request_id  # the id the next request will carry
                 waiting = anyio.Event()
+                texts: list[str] = []
 
                 async def on_progress(value: float, total: float | None, text: str | None) -> None:
                     if text and "approval" in text:
+                        texts.append(text)
                         waiting.set()
 
                 async with anyio.create_task_group() as group:
@@ -555,6 +557,8 @@ def test_cancel_while_the_person_decides_withdraws_the_dialog(env: Env) -> None:
                     )
                     with anyio.fail_after(DEADLINE):
                         await waiting.wait()  # progress says what the call waits for
+                    # ... and who answers: here no tray, a broker on the test's socket.
+                    assert str(env.socket) in texts[0] and "tray" not in texts[0].lower()
                     await s.send_notification(_cancel(request_id))
                     await anyio.to_thread.run_sync(
                         lambda: prompter.wait_for(lambda e: e["type"] == "cancelled")

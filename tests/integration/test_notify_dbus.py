@@ -19,6 +19,7 @@ import pytest
 from dbus_fast import Message, MessageType
 from dbus_fast.aio import MessageBus
 
+from ollie_tray.app_id import APP_ID
 from ollie_tray.notify import Notifier
 from registry_core.elevation.denials import Denial, DeniedBy
 from registry_core.elevation.identity import Requester
@@ -147,7 +148,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
             assert int(entry["id"]) == nid
             assert entry["app_name"] == "Ollie Tray"
             assert entry["urgency"] == "CRITICAL"  # escape requests are critical too (issue 14)
-            assert entry["desktop_entry"] == "ollie-tray"
+            assert entry["desktop_entry"] == APP_ID
             assert "Asks to run outside the sandbox as you." in entry["body"]
             assert "Requester: /usr/bin/agent (pid 4242)" in entry["body"]
             assert "Host: buildhost" in entry["body"]

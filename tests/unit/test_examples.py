@@ -17,12 +17,15 @@ import platform
 import shutil
 import stat
 import subprocess
+import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+
+from ollie_tray.app_id import APP_ID, METAINFO_FILE
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "resources" / "examples"
@@ -60,7 +63,7 @@ EXPECTED_TOOLS = {
     "desktop_notify",
 }
 EXPECTED_ICONS = {
-    "ollie-tray",
+    "io.github.ollie_tray.OllieTray",
     "ollie-tray-idle",
     "ollie-tray-pending",
     "ollie-tray-paused",
@@ -461,8 +464,8 @@ def read_ini(path: Path) -> configparser.ConfigParser:
 
 def test_desktop_files_exist() -> None:
     assert {p.name for p in DESKTOP_FILES} == {
-        "ollie-tray.desktop",
-        "ollie-tray-autostart.desktop",
+        "io.github.ollie_tray.OllieTray.desktop",
+        "io.github.ollie_tray.OllieTray-autostart.desktop",
     }
     assert (DESKTOP / "ollie-tray.service").is_file()
 
@@ -476,7 +479,7 @@ def test_desktop_file_launches_ollie_tray(desktop_file: Path) -> None:
 
 
 def test_autostart_entry_waits_for_the_panel() -> None:
-    entry = read_ini(DESKTOP / "ollie-tray-autostart.desktop")["Desktop Entry"]
+    entry = read_ini(DESKTOP / "io.github.ollie_tray.OllieTray-autostart.desktop")["Desktop Entry"]
     assert entry["X-GNOME-Autostart-enabled"] == "true"
     assert entry["X-KDE-autostart-after"] == "panel"
 
@@ -494,6 +497,46 @@ def test_desktop_file_validates(desktop_file: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == "", "no warnings or hints either"
+
+
+@pytest.mark.parametrize("desktop_file", DESKTOP_FILES, ids=lambda p: p.name)
+def test_desktop_files_name_the_application_id_icon(desktop_file: Path) -> None:
+    entry = read_ini(desktop_file)["Desktop Entry"]
+    assert entry["Icon"] == APP_ID
+
+
+@pytest.mark.realstack
+def test_metainfo_passes_appstreamcli_validate() -> None:
+    validator = shutil.which("appstreamcli")
+    if validator is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("appstreamcli is missing (package appstream)")
+        pytest.skip("appstreamcli not installed")
+    done = subprocess.run(
+        [validator, "validate", "--no-net", str(DESKTOP / METAINFO_FILE)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_metainfo_matches_the_project() -> None:
+    root = ET.parse(DESKTOP / METAINFO_FILE).getroot()
+    assert root.findtext("id") == APP_ID
+    assert root.findtext("launchable") == f"{APP_ID}.desktop"
+    assert (DESKTOP / f"{APP_ID}.desktop").is_file()
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    scripts = {*project["scripts"], *project["gui-scripts"]}
+    assert {b.text for b in root.iter("binary")} == scripts
+    versions = [r.get("version") for r in root.iter("release")]
+    assert project["version"] in versions
+    for image in root.iter("image"):
+        assert image.text is not None
+        prefix = "https://raw.githubusercontent.com/ollie-tray/ollie-tray/main/"
+        assert image.text.startswith(prefix)
+        assert (REPO / image.text.removeprefix(prefix)).is_file()
 
 
 def test_systemd_user_unit() -> None:

@@ -30,7 +30,7 @@ class NonePrompter:
         return True
 
     async def ask_approval(self, request: ApprovalRequest) -> Approval:
-        return Approval(False, Remember.ONCE, NO_FRONT_END)
+        return Approval(False, Remember.ONCE, NO_FRONT_END, no_front_end=True)
 
     async def ask_password(self, request: PasswordRequest) -> PasswordAnswer:
         return PasswordAnswer(None)

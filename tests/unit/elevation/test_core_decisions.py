@@ -17,6 +17,7 @@ from registry_core.elevation import messages as m
 from registry_core.elevation.facts import REQUEST_CODE_TOOL
 from registry_core.elevation.policies import PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
+from registry_core.elevation.prompters.none import NonePrompter
 
 # --- remembered policies -------------------------------------------------------------
 
@@ -249,6 +250,21 @@ def test_the_requesters_timeout_is_used_when_shorter(setup: Setup) -> None:
     [reply] = decide(broker, setup, setup.request(timeout=0.05))
     assert reply.by is m.DecidedBy.TIMEOUT
     assert 0 < prompter.asked[0].timeout <= 0.05
+
+
+def test_the_none_front_end_is_audited_as_no_front_end(setup: Setup) -> None:
+    broker = setup.broker(NonePrompter())  # type: ignore[arg-type]
+    [reply] = decide(broker, setup, setup.request())
+    assert (reply.decision, reply.by) == (m.Decision.DENY, m.DecidedBy.NO_FRONT_END)
+    assert setup.audit()[-1]["by"] == "no_front_end"
+    assert setup.audit()[-1]["decision"] == "deny"
+
+
+def test_a_persons_no_is_still_audited_as_user(setup: Setup) -> None:
+    prompter = FakePrompter([Approval(False, Remember.ONCE, "no front-end")])
+    [reply] = decide(setup.broker(prompter), setup, setup.request())
+    assert (reply.decision, reply.by) == (m.Decision.DENY, m.DecidedBy.USER)
+    assert setup.audit()[-1]["by"] == "user"
 
 
 def test_front_end_exception_denies(setup: Setup) -> None:

@@ -58,7 +58,7 @@ def test_a_schema_without_type_gets_object_and_the_tool_keeps_its_own() -> None:
 
 def test_elevated_and_sudo_tools_say_they_ask_for_approval() -> None:
     for flags, note in (({"elevated": True}, "outside the sandbox"), ({"sudo": True}, "root")):
-        listed = mcp_tool(tool("x", **flags))
+        listed = mcp_tool(tool("x", read_only=True, **flags))
         assert listed.annotations is not None
         assert listed.annotations.destructiveHint is True
         assert listed.annotations.readOnlyHint is False
@@ -66,6 +66,13 @@ def test_elevated_and_sudo_tools_say_they_ask_for_approval() -> None:
         assert "asks for approval" in listed.annotations.title
         assert note in listed.annotations.title
         assert listed.description is not None and "asks for approval" in listed.description
+
+
+def test_elevated_and_sudo_tools_are_never_listed_read_only() -> None:
+    for flags in ({"elevated": True}, {"sudo": True}, {"sudo": True, "elevated": True}):
+        sent = tool_definition(tool("x", read_only=True, **flags))
+        assert sent["annotations"]["readOnlyHint"] is False
+    assert tool_definition(tool("x", read_only=True))["annotations"]["readOnlyHint"] is True
 
 
 def test_listing_key_changes_with_what_clients_see_only() -> None:

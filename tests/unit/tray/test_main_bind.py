@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,66 @@ def test_demo_mode_is_normal_mode_plus_the_examples(tmp_path: Path) -> None:
     assert dirs[1] == paths.resources_dir() / "examples" / "tools"
     mine = {**user, "OLLIE_TOOLS_PATH": "/a:/b"}
     assert paths.tools_path(tray_main.demo_env(mine))[:2] == [Path("/a"), Path("/b")]
+
+
+def _start_plain(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
+    seen: dict[str, object] = {}
+
+    def fake_gui(env: dict[str, str], args: Any, listening: Any, bind_error: object) -> int:
+        seen.update(env=dict(env), browser=args.browser, demo=args.demo)
+        listening.close()
+        return 0
+
+    monkeypatch.setattr(tray_main, "_run_gui", fake_gui)
+    assert tray_main.main([]) == 0
+    return seen
+
+
+@pytest.fixture
+def fresh_user(runtime: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("OLLIE_TOOLS_PATH", "")  # unset for the tray; restored afterwards
+    monkeypatch.delenv("OLLIE_CFG_PATH", raising=False)
+    return tmp_path / "cfg" / "ollie" / "tools"
+
+
+def test_plain_start_without_own_tools_runs_the_demo_tools_and_the_browser_once(
+    fresh_user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _start_plain(monkeypatch)
+    env = first["env"]
+    assert isinstance(env, dict)
+    searched = env["OLLIE_TOOLS_PATH"].split(":")
+    assert searched[0] == str(fresh_user)  # the person's own directory first
+    assert {str(d) for d in tray_main.demo_tool_dirs()} <= set(searched)
+    assert first["browser"] is True
+    assert first["demo"] is False  # not --demo: "Start at login" stays possible
+    monkeypatch.setenv("OLLIE_TOOLS_PATH", "")
+    second = _start_plain(monkeypatch)
+    assert second["browser"] is False  # the Browser opens on the first start only
+    assert isinstance(second["env"], dict)
+    assert second["env"]["OLLIE_TOOLS_PATH"] == env["OLLIE_TOOLS_PATH"]
+
+
+def test_plain_start_with_own_tools_runs_only_them(
+    fresh_user: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fresh_user.mkdir(parents=True)
+    (fresh_user / "mine.meta").write_text("{}")
+    seen = _start_plain(monkeypatch)
+    assert isinstance(seen["env"], dict)
+    assert seen["env"].get("OLLIE_TOOLS_PATH", "") == ""
+    assert seen["browser"] is False
+
+
+def test_a_tools_path_of_ones_own_means_no_demo(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "OLLIE_TOOLS_PATH": str(tmp_path / "elsewhere")}
+    assert not tray_main.has_no_tools_of_their_own(env)
+    assert tray_main.has_no_tools_of_their_own({"HOME": str(tmp_path)})
+    tools = tmp_path / ".config" / "ollie" / "tools"
+    tools.mkdir(parents=True)
+    assert tray_main.has_no_tools_of_their_own({"HOME": str(tmp_path)})
+    (tools / "README").write_text("any entry counts, as in `make run`")
+    assert not tray_main.has_no_tools_of_their_own({"HOME": str(tmp_path)})

@@ -7,6 +7,7 @@ import asyncio
 from dbus_fast import Message, Variant
 from notify_helpers import CAPS, SECRET, FakeBus, Harness, make_request, run
 
+from ollie_tray.app_id import APP_ID
 from ollie_tray.notify import ACTIONS, APP_NAME, Urgency, build_notification
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import Kind
@@ -28,7 +29,7 @@ def test_sandbox_request_content() -> None:
     assert content.expire_timeout == 60_000
     hints = content.hints()
     assert hints["urgency"] == Variant("y", 2)
-    assert hints["desktop-entry"] == Variant("s", "ollie-tray")
+    assert hints["desktop-entry"] == Variant("s", APP_ID)
 
 
 def test_sudo_request_is_critical_and_does_not_expire() -> None:
@@ -139,7 +140,10 @@ def test_request_raised_sends_notify_with_everything() -> None:
         assert summary == "Root access for deploy?"
         assert body.splitlines()[1] == "Requester: /usr/bin/python3 (pid 4242)"
         assert actions == list(ACTIONS)
-        assert hints == {"urgency": Variant("y", 2), "desktop-entry": Variant("s", "ollie-tray")}
+        assert hints == {
+            "urgency": Variant("y", 2),
+            "desktop-entry": Variant("s", APP_ID),
+        }
         assert expire == 0
         assert h.notifier.notification_id("r1") == 10
         await h.notifier.close()
@@ -156,7 +160,7 @@ def test_icon_name_by_default_and_markup_escaping_when_advertised() -> None:
         await h.notifier.start()
         await h.notifier.request_raised(make_request(requester=requester))
         (notify,) = h.bus.sent("Notify")
-        assert notify.body[2] == "ollie-tray"
+        assert notify.body[2] == APP_ID
         assert "/a&amp;b" in notify.body[4]
         await h.notifier.close()
 

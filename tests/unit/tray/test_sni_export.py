@@ -105,7 +105,11 @@ def test_look_attention_count_and_icon_names(
 ) -> None:
     tray = TrayIcon(recording_actions([]))
     idle = look_of(tray, 0)
-    assert (idle.status, idle.icon_name, idle.title) == (Status.ACTIVE, "ollie-tray", "Ollie Tray")
+    assert (idle.status, idle.icon_name, idle.title) == (
+        Status.ACTIVE,
+        "io.github.ollie_tray.OllieTray",
+        "Ollie Tray",
+    )
     tray.set_pending([_request(approval_request, "r1"), _request(approval_request, "r2")])
     busy = look_of(tray, tray.pending_count)
     assert busy.status is Status.NEEDS_ATTENTION

@@ -40,7 +40,7 @@ def test_never_asks() -> None:
     assert prompter.name == "none"
     assert prompter.available()
     approval = asyncio.run(prompter.ask_approval(REQUEST))
-    assert approval == Approval(False, Remember.ONCE, NO_FRONT_END)
+    assert approval == Approval(False, Remember.ONCE, NO_FRONT_END, no_front_end=True)
     assert approval.reason == "no front-end"
     password = PasswordRequest(id="p", approval=REQUEST, prompt="pw:", user="root", attempt=1)
     assert asyncio.run(prompter.ask_password(password)) == PasswordAnswer(None)
