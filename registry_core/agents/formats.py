@@ -36,10 +36,10 @@ from registry_core.agents.hook import (
     HookInputError,
     ToolCall,
     absolute_cwd,
-    short_label,
     json_object,
-    tool_name,
     parse_generic,
+    short_label,
+    tool_name,
 )
 
 Decision = Literal["allow", "deny", "ask"]
