@@ -7,6 +7,7 @@ simulation never touch ``os.environ``.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,15 +45,41 @@ def sandbox_tmp_base(env: Mapping[str, str]) -> Path:
     the session has one, else ``$XDG_CACHE_HOME/ollie/tmp``; never the shared
     ``/tmp``.
     """
+    runtime = session_runtime_dir(env)
+    return runtime / "ollie-tmp" if runtime else cache_home(env) / "ollie" / "tmp"
+
+
+SYSTEM_RUNTIME_ROOT = "/run/user"
+
+
+def session_runtime_dir(env: Mapping[str, str]) -> Path | None:
+    """The login session's runtime directory: ``$XDG_RUNTIME_DIR``, else
+    ``/run/user/<uid>`` when it exists, is a real directory of this user and
+    is 0700 (what systemd-logind makes), else ``None``.
+
+    Agents often start MCP servers and hooks with a short, filtered environment
+    (HOME, PATH, SHELL, TERM) without ``XDG_RUNTIME_DIR``: looking where logind
+    puts the directory finds the tray's socket all the same.
+    """
     value = env.get("XDG_RUNTIME_DIR")
-    return Path(value) / "ollie-tmp" if value else cache_home(env) / "ollie" / "tmp"
+    if value:
+        return Path(value)
+    candidate = Path(SYSTEM_RUNTIME_ROOT) / str(os.getuid())
+    try:
+        info = os.lstat(candidate)
+    except OSError:
+        return None
+    if stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and info.st_mode & 0o777 == 0o700:
+        return candidate
+    return None
 
 
 def runtime_dir(env: Mapping[str, str]) -> Path:
-    """``$XDG_RUNTIME_DIR``, else a private directory under Ollie's cache directory.
+    """The session's runtime directory (:func:`session_runtime_dir`), else a private
+    directory under Ollie's cache directory.
 
-    No XDG_RUNTIME_DIR (e.g. a bare ssh session): never ``/tmp``, which every
-    sandbox profile makes writable through ``{TMPDIR}``, so a tool could rename
+    No runtime directory at all (a bare ssh session without logind): never ``/tmp``,
+    which every sandbox profile makes writable through ``{TMPDIR}``, so a tool could rename
     the broker's socket and serve its own approvals.  Instead
     ``$XDG_CACHE_HOME/ollie/runtime-<host name>`` (created 0700, with any missing
     parents, by whoever binds a socket there): the dispatcher refuses a working
@@ -60,9 +87,9 @@ def runtime_dir(env: Mapping[str, str]) -> Path:
     make the socket's directory writable (``sandbox/guard.py``).  The host name
     keeps two machines that share a network home apart.  See docs/decisions.md.
     """
-    value = env.get("XDG_RUNTIME_DIR")
-    if value:
-        return Path(value)
+    runtime = session_runtime_dir(env)
+    if runtime is not None:
+        return runtime
     return cache_home(env) / "ollie" / f"runtime-{os.uname().nodename}"
 
 

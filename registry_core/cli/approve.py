@@ -28,21 +28,14 @@ from typing import TextIO
 
 from registry_core import paths
 from registry_core.agents.facts import ActionFacts, action_facts
-from registry_core.agents.hook import (
-    CLAUDE_CODE,
-    ToolCall,
-    claude_answer,
-    generic_answer,
-    parse_claude,
-    parse_generic,
-)
+from registry_core.agents.formats import FORMATS, Decision, HookEvent, hook_format
+from registry_core.agents.hook import CLAUDE_CODE, ToolCall
 from registry_core.agents.scope import Scope, load_rules, rules_path
 from registry_core.cli.argparser import add_version
 from registry_core.elevation import messages as m
 from registry_core.errors import AgentActionError, BrokerUnavailableError
 from registry_core.logsetup import setup_logging
 
-EXIT_DENIED = 77
 DEFAULT_TIMEOUT = 55.0  # under Claude Code's 60 s hook timeout
 MAX_STDIN = 8 * 1024 * 1024
 
@@ -68,7 +61,7 @@ def _request(call: ToolCall, facts: ActionFacts, timeout: float) -> m.ActionRequ
 
 def ask_broker(
     socket_path: Path, call: ToolCall, facts: ActionFacts, timeout: float
-) -> tuple[str, str]:
+) -> tuple[Decision, str]:
     """(decision, reason) from the broker; ``ask`` whenever none could be had."""
     from registry_core.elevation.client import BrokerClient
 
@@ -96,7 +89,7 @@ def ask_broker(
 
 def decide(
     call: ToolCall, env: dict[str, str], rules_file: Path, timeout: float
-) -> tuple[str | None, str]:
+) -> tuple[Decision | None, str]:
     """(decision or ``None`` for "pass", reason)."""
     facts = action_facts(call.tool, call.input, call.cwd)
     try:
@@ -115,8 +108,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Ask the person (in the Ollie tray) before a coding agent runs an action.",
     )
     add_version(parser)
-    parser.add_argument("--json", action="store_true", help="generic JSON in/out (exit 77 on deny)")
-    parser.add_argument("--agent", help=f"agent name shown in the dialog (default {CLAUDE_CODE})")
+    parser.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default=CLAUDE_CODE,
+        help=f"the agent's hook contract (default {CLAUDE_CODE}; docs/hooks.md)",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="same as --format json: generic JSON, exit 77 on deny"
+    )
+    parser.add_argument("--agent", help="agent name shown in the dialog (default: the format's)")
     parser.add_argument("--rules", type=Path, help="rules file (default approve-rules.yaml)")
     parser.add_argument(
         "--timeout",
@@ -135,23 +136,19 @@ def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, s
     rules_file = args.rules or rules_path(env)
     timeout = min(max(args.timeout, 1.0), m.MAX_TIMEOUT)
     text = stdin.read(MAX_STDIN)
-    decision: str | None
+    contract = hook_format("json" if args.json else args.format)
+    decision: Decision | None
+    event: HookEvent | None = None
     try:
-        call = (
-            parse_generic(text, args.agent)
-            if args.json
-            else parse_claude(text, args.agent or CLAUDE_CODE)
-        )
+        event = contract.parse(text, args.agent)
     except AgentActionError as exc:
         decision, reason = "ask", f"ollie-approve: {exc}"
     else:
-        decision, reason = decide(call, env, rules_file, timeout)
+        decision, reason = decide(event.call, env, rules_file, timeout)
     print(f"ollie-approve: {decision or 'pass'}: {reason}", file=sys.stderr)
-    if args.json:
-        out.write(generic_answer(decision or "ask", reason))
-        return EXIT_DENIED if decision == "deny" else 0
-    out.write(claude_answer(decision, reason))
-    return 0
+    answer = contract.answer(event, decision, reason)
+    out.write(answer.stdout)
+    return answer.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,8 @@
 The supervisor loop, per attempt:
 
 1. ``ssh HOST sh`` prepares the remote side: the remote runtime directory
-   (``$XDG_RUNTIME_DIR``, else ``$XDG_CACHE_HOME/ollie/runtime-<host name>``, as
+   (``$XDG_RUNTIME_DIR``, else ``/run/user/<uid>`` when it is ours and 0700, else
+   ``$XDG_CACHE_HOME/ollie/runtime-<host name>``, as
    ``registry_core.paths.runtime_dir`` computes it there), ``<dir>/ollie`` 0700
    and ours, and a stale socket file removed (sshd's own
    ``StreamLocalBindUnlink`` defaults to ``no``).
@@ -91,7 +92,14 @@ def prepare_script(remote_socket: str | None) -> str:
         choose = f"sock={sh_quote_path(remote_socket)}"
     else:
         choose = (
-            'd="${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ollie/runtime-$(uname -n)}"\n'
+            # The same rule as registry_core.paths.runtime_dir, in sh.
+            'd="${XDG_RUNTIME_DIR:-}"\n'
+            'u="/run/user/$(id -u)"\n'
+            'if [ -z "$d" ] && [ -d "$u" ] && [ ! -L "$u" ] && [ -O "$u" ] '
+            '&& [ "$(stat -c %a -- "$u")" = 700 ]; then d="$u"; fi\n'
+            'if [ -z "$d" ]; then\n'
+            '  d="${XDG_CACHE_HOME:-$HOME/.cache}/ollie/runtime-$(uname -n)"\n'
+            "fi\n"
             'if [ ! -d "$d" ]; then mkdir -p -m 700 -- "$d"; fi\n'
             'if [ ! -O "$d" ]; then echo "ollie-remote: $d is not yours" >&2; exit 3; fi\n'
             'sock="$d/ollie/elevate.sock"'

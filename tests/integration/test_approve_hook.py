@@ -255,3 +255,75 @@ def test_generic_json_mode_exits_77_on_deny_and_0_otherwise(env: Env) -> None:
     no_broker = env.run(call, "--json")
     assert no_broker.returncode == 0
     assert json.loads(no_broker.stdout)["decision"] == "ask"
+
+
+# --- every agent's own contract, through the real program and a live broker -----------
+
+
+def _agent_input(env: Env, agent: str, command: str) -> dict[str, Any]:
+    project = str(env.project)
+    if agent == "codex":
+        return {"session_id": "s", "turn_id": "t", "transcript_path": None, "cwd": project,
+                "hook_event_name": "PermissionRequest", "model": "gpt-5-codex",
+                "permission_mode": "default", "tool_name": "Bash",
+                "tool_input": {"command": command}}  # fmt: skip
+    if agent == "gemini":
+        return {"session_id": "s", "transcript_path": "/t", "cwd": project,
+                "hook_event_name": "BeforeTool", "timestamp": "2026-12-04T10:00:00Z",
+                "tool_name": "run_shell_command", "tool_input": {"command": command}}  # fmt: skip
+    if agent == "cursor":
+        return {"hook_event_name": "beforeShellExecution", "conversation_id": "c",
+                "generation_id": "g", "workspace_roots": [project], "command": command,
+                "cwd": project}  # fmt: skip
+    return {"clineVersion": "3.36.0", "hookName": "PreToolUse", "timestamp": "1",
+            "taskId": "t", "workspaceRoots": [project], "userId": "u",
+            "preToolUse": {"toolName": "execute_command",
+                           "parameters": {"command": command}}}  # fmt: skip
+
+
+DENIALS = {
+    "codex": lambda out: out["hookSpecificOutput"]["decision"]["behavior"] == "deny",
+    "gemini": lambda out: out["decision"] == "deny",
+    "cursor": lambda out: out["permission"] == "deny",
+    "cline": lambda out: out["cancel"] is True,
+}
+ALLOWS = {
+    "codex": lambda out: out["hookSpecificOutput"]["decision"]["behavior"] == "allow",
+    "gemini": lambda out: out["decision"] == "allow",
+    "cursor": lambda out: out["permission"] == "allow",
+    "cline": lambda out: out["cancel"] is False,
+}
+AGENT_NAMES = {"codex": "codex", "gemini": "gemini-cli", "cursor": "cursor", "cline": "cline"}
+
+
+@pytest.mark.parametrize("agent", sorted(DENIALS))
+def test_each_agent_is_asked_by_its_real_name_and_answered_in_its_contract(
+    env: Env, agent: str
+) -> None:
+    prompter = FakePrompter([Approval(True, Remember.ONCE), Approval(False, Remember.ONCE, "no")])
+    with live_server([env.root / "tools"], env.root, env.socket, prompter):
+        allowed = env.run(_agent_input(env, agent, "make test"), "--format", agent)
+        denied = env.run(_agent_input(env, agent, "make deploy"), "--format", agent)
+    assert allowed.returncode == 0 and denied.returncode == 0, (allowed.stderr, denied.stderr)
+    assert ALLOWS[agent](json.loads(allowed.stdout))
+    assert DENIALS[agent](json.loads(denied.stdout))
+    first, second = prompter.requests
+    assert first.action is not None and second.action is not None
+    assert (first.action.agent, first.action.command) == (AGENT_NAMES[agent], "make test")
+    assert second.action.command == "make deploy"
+    assert [r["client"] for r in audit_records(env.root)] == [AGENT_NAMES[agent]] * 2
+
+
+@pytest.mark.parametrize("agent", sorted(DENIALS))
+def test_without_a_broker_each_agent_gets_its_own_prompt_not_an_allow(env: Env, agent: str) -> None:
+    done = env.run(_agent_input(env, agent, "make deploy"), "--format", agent)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout) if done.stdout.strip() else {}
+    expected = {
+        "codex": {},  # no decision: Codex's own approval prompt
+        "gemini": {},  # no decision: Gemini CLI's own confirmation
+        "cursor": {"permission": "ask"},
+        "cline": {"cancel": False},  # Cline has no "ask": its own approval settings apply
+    }[agent]
+    assert {k: out[k] for k in expected} == expected and len(out) >= len(expected), out
+    assert "no Ollie broker" in done.stderr

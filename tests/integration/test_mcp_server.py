@@ -572,3 +572,58 @@ def test_cancel_while_the_person_decides_withdraws_the_dialog(env: Env) -> None:
     assert not (env.home / "proof.txt").exists()
     [record] = audit_records(env.root)
     assert (record["decision"], record["by"], record["client"]) == ("deny", "client_gone", CLIENT)
+
+
+# --- a client that filters the environment -------------------------------------------
+
+
+@pytest.fixture
+def logind_runtime() -> Any:
+    """``/run/user/<uid>`` as systemd-logind makes it (0700, ours), for the test only."""
+    runtime = Path("/run/user") / str(os.getuid())
+    if runtime.exists():
+        if (runtime / "ollie" / "elevate.sock").exists():
+            pytest.skip(f"a broker of this user already listens in {runtime}")
+        yield runtime
+        return
+    if not os.access("/run", os.W_OK):
+        pytest.skip("cannot create /run/user/<uid> here")
+    runtime.parent.mkdir(mode=0o755, exist_ok=True)
+    runtime.mkdir(mode=0o700)
+    try:
+        yield runtime
+    finally:
+        import shutil
+
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_a_client_passing_only_home_path_shell_and_term_reaches_the_desktop_broker(
+    env: Env, logind_runtime: Path
+) -> None:
+    # Codex and the MCP SDKs start servers with a short default environment: no
+    # XDG_RUNTIME_DIR, no OLLIE_* variables. The broker is found in /run/user/<uid>.
+    tools = env.home / ".config" / "ollie" / "tools"
+    tools.parent.mkdir(parents=True)
+    env.tools.rename(tools)
+    prompter = FakePrompter([Approval(True, Remember.ONCE)])
+    socket = logind_runtime / "ollie" / "elevate.sock"
+    minimal = {"HOME": str(env.home), "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh", "TERM": "dumb"}
+    with live_server([tools], env.root, socket, prompter):
+
+        async def main() -> None:
+            params = StdioServerParameters(
+                command=str(TOOLS_CLI), args=["mcp", "--cwd", str(env.cwd)], env=minimal
+            )
+            async with (
+                stdio_client(params) as (read, write),
+                ClientSession(read, write) as s,
+            ):
+                with anyio.fail_after(DEADLINE):
+                    await s.initialize()
+                    result = await s.call_tool("touch_home", {})
+            assert result.isError is False, text_of(result)
+
+        run(main)
+    assert (env.home / "proof.txt").read_text() == "written\n"
+    assert [r.tool for r in prompter.requests] == ["touch_home"]

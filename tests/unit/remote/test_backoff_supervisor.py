@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from registry_core import paths
 from registry_core.errors import RemoteError
 from registry_core.remote.connect import (
     EXIT_BUSY,
@@ -68,11 +70,24 @@ def test_backoff_doubles_up_to_the_cap_and_resets_after_a_healthy_minute() -> No
     assert [custom.next_delay(1) for _ in range(4)] == [0.5, 1.5, 4.5, 5]
 
 
-def test_prepare_script_uses_the_runtime_dir_like_paths_runtime_dir() -> None:
+@pytest.mark.parametrize("runtime", [True, False])
+def test_prepare_script_chooses_the_socket_paths_runtime_dir_would(
+    tmp_path: Path, runtime: bool
+) -> None:
+    env = {"HOME": str(tmp_path / "home"), "PATH": "/usr/bin:/bin"}
+    if runtime:
+        (tmp_path / "run").mkdir(mode=0o700)
+        env["XDG_RUNTIME_DIR"] = str(tmp_path / "run")
+    done = subprocess.run(
+        ["sh", "-c", prepare_script(None)], env=env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"socket={paths.elevate_socket(env)}" in done.stdout.splitlines()
+
+
+def test_prepare_script_never_falls_back_to_tmp_and_refuses_foreign_dirs() -> None:
     script = prepare_script(None)
-    assert "${XDG_RUNTIME_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ollie/runtime-$(uname -n)}" in script
     assert "/tmp" not in script  # never a directory every sandboxed tool may write
-    assert 'sock="$d/ollie/elevate.sock"' in script
     assert '[ ! -O "$dir" ]' in script  # a directory owned by someone else is refused
     assert 'if [ -S "$sock" ]; then rm -f -- "$sock"; fi' in script
     assert "sock=/srv/s/x.sock\n" in prepare_script("/srv/s/x.sock")
