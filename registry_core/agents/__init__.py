@@ -6,9 +6,12 @@
   the narrowest sensible remember pattern;
 - :mod:`.scope`: the rules file saying which actions go to the desktop and
   which pass to the agent's own prompt, with safe defaults;
+- :mod:`.realpath`: the file a path really names (symbolic links followed in
+  every component), which every judgement above uses;
 - :mod:`.hook`: Claude Code's ``PreToolUse`` hook contract and the generic
   JSON contract, in and out.
 
 Above :mod:`registry_core.elevation` (it builds ``action`` requests), beside
-:mod:`registry_core.cli`; no I/O except reading the edited file for a diff.
+:mod:`registry_core.cli`; no I/O except looking up the named paths
+(``lstat``/``readlink``) and reading the edited file for a diff.
 """

