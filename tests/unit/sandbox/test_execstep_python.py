@@ -324,11 +324,11 @@ def test_no_options_is_a_dash() -> None:
 def _limits_seen(options: str, preexec: Callable[[], None] | None = None) -> tuple[int, str]:
     """Run the exec step with ``options``; the rlimits (NPROC, DATA, CPU) the tool sees."""
     probe = "import resource as r; print([r.getrlimit(x) for x in (6, 2, 0)])"
+    probe_argv = (sys.executable, "-I", "-S", "-c", probe)
     read, write = os.pipe()
     try:
         done = subprocess.run(
-            [sys.executable, "-I", "-S", "-c", SOURCE, options, str(write), "-1", "0"]
-            + [sys.executable, "-I", "-S", "-c", probe],
+            [sys.executable, "-I", "-S", "-c", SOURCE, options, str(write), "-1", "0", *probe_argv],
             capture_output=True,
             check=False,
             pass_fds=(write,),
