@@ -58,6 +58,7 @@ from registry_core.sandbox import (
 )
 from registry_core.sandbox.contain import contain, find_bwrap, missing_bwrap_gap, unavailable_error
 from registry_core.sandbox.guard import guard_broker_socket
+from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, stopped_by_limit
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.workdir import check_working_directory
@@ -261,11 +262,15 @@ class Dispatcher:
         argv: list[str],
         result: ProcessResult,
         options: CallOptions,
+        limits: CallLimits | None = None,
         **flags: Any,
     ) -> CallResult:
         # The marker names the limit that actually applied (CallOptions.limit).
         stdout = decode(result.stdout, result.stdout_dropped, options.limit)
         stderr = decode(result.stderr, result.stderr_dropped, options.limit)
+        note = None if limits is None else stopped_by_limit(result.exit_code, limits)
+        if note is not None and not result.timed_out:
+            stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + note
         if result.timed_out:
             # On a line of its own, after the tool's last line (ended or not).
             if stderr and not stderr.endswith("\n"):
@@ -312,14 +317,27 @@ class Dispatcher:
         env.update(extra)
         argv = [executable]
         if sandbox is not None:
-            result = _spawn(argv, stdin, env, cwd, options, preexec=sandbox.preexec)
+            limits = call_limits(rules.limits, options.timeout)
+
+            def preexec() -> None:
+                sandbox.preexec()
+                set_rlimits(limits)
+
+            result = _spawn(argv, stdin, env, cwd, options, preexec=preexec)
             unenforced = (_NO_NAMESPACES, *sandbox.report.unenforced)
             return self._finish(
-                tool, argv, result, options, sandboxed=sandbox.enforcing, unenforced=unenforced
+                tool,
+                argv,
+                result,
+                options,
+                limits,
+                sandboxed=sandbox.enforcing,
+                unenforced=unenforced,
             )
         assert bwrap is not None
         if "TMPDIR" in env:
             env["TMPDIR"] = TMP
+        limits = call_limits(rules.limits, options.timeout)
         launch = contain(
             rules,
             bwrap=bwrap,
@@ -328,6 +346,7 @@ class Dispatcher:
             private_tmp_base=paths.sandbox_tmp_base(self.env),
             broker_socket=extra["OLLIE_ELEVATE_SOCKET"],
             abi=abi,
+            limits=limits,
         )
         try:
             result = _spawn(launch.argv, stdin, env, cwd, options, pass_fds=launch.pass_fds)
@@ -340,6 +359,7 @@ class Dispatcher:
             argv,
             result,
             options,
+            limits,
             sandboxed=launch.sandbox.enforcing,
             unenforced=launch.sandbox.report.unenforced,
         )

@@ -33,6 +33,7 @@ from registry_core.paths import which
 from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
+from registry_core.sandbox.limits import CallLimits
 from registry_core.sandbox.mounts import View, plan_view
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
@@ -236,10 +237,16 @@ def contain(
     private_tmp_base: Path,
     broker_socket: str | None,
     abi: int | None = None,
+    limits: CallLimits | None = None,
 ) -> Launch:
-    """Prepare the contained launch of ``executable`` under ``rules``."""
+    """Prepare the contained launch of ``executable`` under ``rules``.
+
+    ``limits``: the call's rlimits, set by the exec step inside the user namespace.
+    """
     private_tmp = make_private_tmp(private_tmp_base)
     step, step_fds, needs = exec_step()
+    if limits is not None:
+        step[-1] = limits.exec_step_options()
     try:
         view = plan_view(
             rules,

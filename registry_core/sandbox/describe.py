@@ -15,6 +15,7 @@ from typing import Any
 from registry_core.sandbox import landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps
 from registry_core.sandbox.contain import missing_bwrap_gap
+from registry_core.sandbox.limits import call_limits, format_size
 from registry_core.sandbox.mounts import plan_view, view_rows
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.rules import EffectiveRules
@@ -108,6 +109,13 @@ def describe(
         "env_set": [name for name, _value in rules.env_values],
         # Applied to the command of each call (the tool's executable).
         "advanced": {"ldd": rules.ldd, "add_exec": rules.add_exec},
+        # Per-call rlimits; cpu None: from each call's timeout (sandbox.limits).
+        "limits": {
+            "tasks": call_limits(rules.limits, 0).tasks,
+            "memory": call_limits(rules.limits, 0).memory,
+            "cpu": rules.limits.cpu,
+            "enforced_by": "rlimits" if bwrap else "rlimits (memory and cpu only)",
+        },
         "namespaces": _namespaces(rules, bwrap, cwd or os.getcwd(), broker_socket),
         "unenforced": [
             {
@@ -191,6 +199,16 @@ def format_text(description: Mapping[str, Any]) -> str:
             lines += _section("Read-only .git", [(p,) for p in spaces["read_only_git"]])
     else:
         lines += ["", "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)"]
+    bounds = description["limits"]
+    cpu = bounds["cpu"]
+    lines += _section(
+        f"Limits per call ({bounds['enforced_by']})",
+        [
+            ("tasks", str(bounds["tasks"])),
+            ("memory", f"{format_size(bounds['memory'])} data per process"),
+            ("cpu", f"{cpu} s per process" if cpu else "call timeout x CPUs, per process"),
+        ],
+    )
     lines += _section("Environment passed", [(name,) for name in description["env"]])
     if description["env_set"]:
         lines += _section("Environment set", [(name,) for name in description["env_set"]])

@@ -14,6 +14,11 @@ the ruleset (the tool must never hold it), writes one byte to ``STATUS_FD``
 failure before that exits 125 with a message and never runs the tool.
 ``OPTIONS`` is ``-`` (none) or comma-separated ``KEY=VALUE`` pairs for the
 step's other duties; an unknown key or a malformed pair fails closed.
+``nproc``, ``data`` and ``cpu`` set the call's rlimits (tasks, bytes of data,
+CPU seconds; soft = hard, but one more hard second of CPU
+so the tool ends by ``SIGXCPU``) first thing: here, inside bwrap's fresh user
+namespace, the kernel counts ``RLIMIT_NPROC`` against the tasks of this
+namespace only, not every process the person runs.
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.
@@ -21,6 +26,7 @@ standard library and nothing of ``registry_core``.
 
 import ctypes
 import os
+import resource
 import struct
 import sys
 
@@ -41,7 +47,12 @@ def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
-_OPTION_KEYS: frozenset[str] = frozenset()
+_OPTION_KEYS: frozenset[str] = frozenset({"nproc", "data", "cpu"})
+_RLIMITS = {
+    "nproc": resource.RLIMIT_NPROC,
+    "data": resource.RLIMIT_DATA,
+    "cpu": resource.RLIMIT_CPU,
+}
 
 
 def parse_options(text: str) -> dict[str, str]:
@@ -57,11 +68,28 @@ def parse_options(text: str) -> dict[str, str]:
     return options
 
 
+def set_limits(options: dict[str, str]) -> None:
+    """Apply the ``nproc``/``data``/``cpu`` options as rlimits (never raised above a
+    lower hard limit already in place)."""
+    for key, which in _RLIMITS.items():
+        if key not in options:
+            continue
+        value = int(options[key])
+        if value < 1:
+            raise ValueError(f"bad limit {key}={value}")
+        hard = resource.getrlimit(which)[1]
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        # CPU: SIGXCPU at the limit (the call's status names it), SIGKILL a second later.
+        grace = 1 if key == "cpu" and (hard == resource.RLIM_INFINITY or value < hard) else 0
+        resource.setrlimit(which, (value, value + grace))
+
+
 def main(argv: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     try:
-        parse_options(argv[1])
+        set_limits(parse_options(argv[1]))
         status, ruleset, count = int(argv[2]), int(argv[3]), int(argv[4])
         rules, tool = argv[5 : 5 + 2 * count], argv[5 + 2 * count :]
         if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

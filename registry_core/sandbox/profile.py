@@ -9,6 +9,7 @@ few deliberate differences)::
     env: [PATH, LANG, EDITOR=vi]
     general: {best_effort: false, log_level: error}
     advanced: {ldd: false, add_exec: false}
+    limits: {tasks: 256, memory: 4G, cpu: 10m}   # ours; ollie-core ignores it
 
 The YAML is read with ollie-core's (yaml.v3) rules, see
 :mod:`registry_core.sandbox.yamlnodes`.  This module only reads and
@@ -31,6 +32,7 @@ from typing import NamedTuple
 from registry_core.errors import ProfileError
 from registry_core.paths import resources_dir, sandbox_profile_path
 from registry_core.safe_open import FileTooLargeError, read_regular
+from registry_core.sandbox.limits import LimitsSection
 
 MAX_PROFILE_BYTES = 1024 * 1024
 DEFAULT_PROFILE = "default"
@@ -139,6 +141,8 @@ class SandboxProfile(NamedTuple):
     warnings: tuple[str, ...] = ()
     # ``KEY=VALUE`` entries of ``env``: the variable is set to VALUE.
     env_values: tuple[tuple[str, str], ...] = ()
+    # Per-call resource bounds (registry_core.sandbox.limits); unset keys take defaults.
+    limits: LimitsSection = LimitsSection()
 
 
 def parse_profile_text(text: str, *, name: str, source: str) -> SandboxProfile:

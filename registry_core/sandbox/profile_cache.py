@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from registry_core.safe_open import read_own_cache
+from registry_core.sandbox.limits import LimitsSection
 from registry_core.sandbox.profile import (
     AdvancedSection,
     FilesystemSection,
@@ -55,7 +56,7 @@ def fingerprint() -> str:
     if not _FINGERPRINT:
         here = Path(__file__).resolve().parent
         parts = [f"{FORMAT} {VERSION} {sys.version}"]
-        files = [here / "profile.py", here / "profile_parse.py", here / "yamlnodes.py"]
+        files = [here / f for f in ("profile.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
         spec = importlib.util.find_spec("yaml")
         if spec is not None and spec.origin:
             files.append(Path(spec.origin))  # holds PyYAML's __version__
@@ -80,6 +81,16 @@ def _ints(value: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
+def _limits(value: Any) -> LimitsSection:
+    if (
+        type(value) is not list
+        or len(value) != 3
+        or any(v is not None and (type(v) is not int or v < 1) for v in value)
+    ):
+        raise ValueError("limits: expected [tasks, memory, cpu]")
+    return LimitsSection(*value)
+
+
 def _bool(value: Any) -> bool:
     if type(value) is not bool:
         raise ValueError("expected a boolean")
@@ -96,6 +107,7 @@ def to_json(p: SandboxProfile) -> dict[str, Any]:
         "advanced": [adv.ldd, adv.add_exec, list(adv.exec_paths)],
         "warnings": list(p.warnings),
         "env_values": [[k, v] for k, v in p.env_values],
+        "limits": list(p.limits),
     }
 
 
@@ -123,6 +135,7 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
         advanced=AdvancedSection(_bool(adv[0]), _bool(adv[1]), _strs(adv[2])),
         warnings=_strs(doc["warnings"]),
         env_values=tuple((k, v) for k, v in pairs),
+        limits=_limits(doc["limits"]),
     )
 
 

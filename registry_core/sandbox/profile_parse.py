@@ -7,11 +7,13 @@ Apart so that loading a profile whose parse is remembered
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import yaml
 from yaml.nodes import Node, SequenceNode
 
 from registry_core.errors import ProfileError
+from registry_core.sandbox import limits as lim
 from registry_core.sandbox import yamlnodes as yn
 from registry_core.sandbox.profile import (
     _LANDRUN_LEVELS,
@@ -131,11 +133,54 @@ def _network(node: Node | None, warnings: list[str]) -> NetworkSection:
     return network
 
 
+def _limit(
+    key: str, node: Node | None, parse: Callable[[str], int | None], expected: str, bounds: range
+) -> int | None:
+    """One ``limits`` value; a missing or null one takes the default (None)."""
+    word = yn.string(key, node).strip()
+    if not word:
+        return None
+    value = parse(word)
+    if value is None or value not in bounds:
+        raise yn.NodeError(key, expected, node, word)
+    return value
+
+
+def _limits(node: Node | None, warnings: list[str]) -> lim.LimitsSection:
+    section = yn.mapping("limits", node)
+    warnings.extend(yn.unknown_keys("limits", section, ("tasks", "memory", "cpu")))
+    return lim.LimitsSection(
+        tasks=_limit(
+            "limits.tasks",
+            section.get("tasks"),
+            lambda w: int(w) if w.isdecimal() and w.isascii() else None,
+            f"expected a number of tasks 1..{lim.MAX_TASKS} (e.g. 256)",
+            range(1, lim.MAX_TASKS + 1),
+        ),
+        memory=_limit(
+            "limits.memory",
+            section.get("memory"),
+            lim.parse_size,
+            'expected a size from 1M, bytes or with K/M/G/T (e.g. "4G", "512M")',
+            range(lim.MIN_MEMORY, lim.MAX_MEMORY + 1),
+        ),
+        cpu=_limit(
+            "limits.cpu",
+            section.get("cpu"),
+            lim.parse_duration,
+            f'expected CPU seconds 1..{lim.MAX_CPU_SECONDS}, or with s/m/h (e.g. "90", "10m")',
+            range(1, lim.MAX_CPU_SECONDS + 1),
+        ),
+    )
+
+
 def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
     warnings: list[str] = []
     top = yn.mapping("profile", root)
     warnings.extend(
-        yn.unknown_keys("profile", top, ("filesystem", "network", "env", "general", "advanced"))
+        yn.unknown_keys(
+            "profile", top, ("filesystem", "network", "env", "general", "advanced", "limits")
+        )
     )
     fs = yn.mapping("filesystem", top.get("filesystem"))
     warnings.extend(yn.unknown_keys("filesystem", fs, tuple(a.value for a in Access)))
@@ -154,6 +199,7 @@ def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
         best_effort=yn.boolean("general.best_effort", gen.get("best_effort")),
         log_level=_log_level(gen.get("log_level"), warnings),
     )
+    limits = _limits(top.get("limits"), warnings)
     return SandboxProfile(
         name=name,
         source=source,
@@ -164,6 +210,7 @@ def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
         advanced=_advanced(top.get("advanced"), warnings),
         warnings=tuple(warnings),
         env_values=env_values,
+        limits=limits,
     )
 
 

@@ -39,6 +39,7 @@ from registry_core.paths import (
     tools_path_string,
 )
 from registry_core.sandbox.ldd import LddResolver, LddResult
+from registry_core.sandbox.limits import LimitsSection
 from registry_core.sandbox.profile import Access, LogLevel, NetworkMode, SandboxProfile
 from registry_core.sandbox.report import SkippedPath
 
@@ -77,6 +78,8 @@ class EffectiveRules(NamedTuple):
     add_exec: bool = False
     # env entries written NAME=VALUE: set in the tool's environment.
     env_values: tuple[tuple[str, str], ...] = ()
+    # The profile's limits section (sandbox.limits.call_limits resolves the defaults).
+    limits: LimitsSection = LimitsSection()
 
     def cache_key(self) -> tuple[object, ...]:
         """Everything the kernel ruleset (and the decision to refuse) depends on."""
@@ -212,6 +215,7 @@ def effective_rules(
         ldd=profile.advanced.ldd,
         add_exec=profile.advanced.add_exec,
         env_values=profile.env_values,
+        limits=profile.limits,
     )
 
 

@@ -106,6 +106,7 @@ def test_the_whole_description_with_namespaces(tmp_path: Path) -> None:
         "env": ["PATH", "LC_*"],
         "env_set": ["TOKEN"],
         "advanced": {"ldd": True, "add_exec": True},
+        "limits": {"tasks": 256, "memory": 4 << 30, "cpu": None, "enforced_by": "rlimits"},
         "namespaces": {
             "builder": "/usr/bin/bwrap",
             "enforced": True,
@@ -177,6 +178,11 @@ def test_the_whole_text_with_namespaces(tmp_path: Path) -> None:
         f"  ro    {t}/file\n"
         f"  dir   {t}/work  empty (named by no rule)\n"
         "\n"
+        "Limits per call (rlimits):\n"
+        "  tasks   256\n"
+        "  memory  4G data per process\n"
+        "  cpu     call timeout x CPUs, per process\n"
+        "\n"
         "Environment passed:\n"
         "  PATH\n"
         "  LC_*\n"
@@ -216,6 +222,11 @@ def test_the_whole_text_without_namespaces_on_an_old_kernel(tmp_path: Path) -> N
         "  (none)\n"
         "\n"
         "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)\n"
+        "\n"
+        "Limits per call (rlimits (memory and cpu only)):\n"
+        "  tasks   256\n"
+        "  memory  4G data per process\n"
+        "  cpu     call timeout x CPUs, per process\n"
     )
     assert before.startswith("Profile:      demo (/p/demo.yaml)\nLandlock:     ABI 2\n")
     assert text.split("\nNot enforced:\n")[1].split("\n\n")[0] == (
@@ -346,6 +357,11 @@ def test_the_broker_socket_in_the_view_and_a_restricted_network_without_ports(
         f"  rw    {'/tmp'.ljust(width)}  private, removed after the call\n"
         f"  ro    {sock}\n"
         f"  dir   {str(tmp_path).ljust(width)}  empty (named by no rule)\n"
+        "\n"
+        "Limits per call (rlimits):\n"
+        "  tasks   256\n"
+        "  memory  4G data per process\n"
+        "  cpu     call timeout x CPUs, per process\n"
         "\n"
         "Environment passed:\n"
         "  (none)\n"

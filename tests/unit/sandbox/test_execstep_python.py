@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -319,3 +319,50 @@ def test_unknown_or_malformed_options_fail_closed_before_the_tool_runs(token: st
 
 def test_no_options_is_a_dash() -> None:
     assert execstep.parse_options("-") == {}
+
+
+def _limits_seen(options: str, preexec: Callable[[], None] | None = None) -> tuple[int, str]:
+    """Run the exec step with ``options``; the rlimits (NPROC, DATA, CPU) the tool sees."""
+    probe = "import resource as r; print([r.getrlimit(x) for x in (6, 2, 0)])"
+    probe_argv = (sys.executable, "-I", "-S", "-c", probe)
+    read, write = os.pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", SOURCE, options, str(write), "-1", "0", *probe_argv],
+            capture_output=True,
+            check=False,
+            pass_fds=(write,),
+            preexec_fn=preexec,
+        )
+    finally:
+        os.close(read)
+        os.close(write)
+    return done.returncode, done.stdout.decode().strip()
+
+
+def test_limit_options_become_the_tools_rlimits() -> None:
+    code, seen = _limits_seen("nproc=77,data=123456789,cpu=42")
+    assert code == 0
+    # CPU: SIGXCPU at 42 s, SIGKILL one second later; the others soft = hard.
+    assert seen == "[(77, 77), (123456789, 123456789), (42, 43)]"
+
+
+@pytest.mark.parametrize("options", ["nproc=0", "data=-1", "cpu=x", "nproc=1,nproc=2"])
+def test_a_bad_limit_option_fails_closed(options: str) -> None:
+    code, seen = _limits_seen(options)
+    assert (code, seen) == (125, "")
+
+
+def test_a_lower_hard_limit_already_in_place_is_never_raised() -> None:
+    import resource
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (30, 30))
+        resource.setrlimit(resource.RLIMIT_NPROC, (5000, 5000))
+
+    code, seen = _limits_seen("cpu=100,nproc=9000", lower)
+    assert (code, seen.endswith(", (30, 30)]"), seen.startswith("[(5000, 5000),")) == (
+        0,
+        True,
+        True,
+    )

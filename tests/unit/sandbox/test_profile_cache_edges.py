@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from registry_core.sandbox import profile_cache
+from registry_core.sandbox.limits import LimitsSection
 from registry_core.sandbox.profile import (
     AdvancedSection,
     FilesystemSection,
@@ -48,6 +49,7 @@ PROFILE = SandboxProfile(
     advanced=AdvancedSection(True, False, ("/opt/x",)),
     warnings=("a warning",),
     env_values=(("LANG", "C"), ("EMPTY", "")),
+    limits=LimitsSection(64, None, 90),
 )
 DOC: dict[str, Any] = {
     "filesystem": [["/ro"], ["/rox"], ["/rw"], ["/rwx", "/rwx2"]],
@@ -57,6 +59,7 @@ DOC: dict[str, Any] = {
     "advanced": [True, False, ["/opt/x"]],
     "warnings": ["a warning"],
     "env_values": [["LANG", "C"], ["EMPTY", ""]],
+    "limits": [64, None, 90],
 }
 
 
@@ -107,6 +110,11 @@ def _changed(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
         (("general", 0), "true", "expected a boolean"),
         (("advanced", 0), 0, "expected a boolean"),
         (("advanced", 1), [], "expected a boolean"),
+        (("limits",), [64, None], "limits: expected [tasks, memory, cpu]"),
+        (("limits",), {"tasks": 64}, "limits: expected [tasks, memory, cpu]"),
+        (("limits", 0), 0, "limits: expected [tasks, memory, cpu]"),
+        (("limits", 2), "90", "limits: expected [tasks, memory, cpu]"),
+        (("limits", 1), True, "limits: expected [tasks, memory, cpu]"),
     ],
 )
 def test_every_other_shape_is_refused_word_for_word(
@@ -235,6 +243,7 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
         here / "profile.py",
         here / "profile_parse.py",
         here / "yamlnodes.py",
+        here / "limits.py",
         Path(str(yaml.__file__)),
     ]
     expected = [f"ollie-profile-parse 1 {sys.version}"]
@@ -245,7 +254,7 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
 
 def _own_files() -> list[Path]:
     here = Path(profile_cache.__file__).resolve().parent
-    return [here / "profile.py", here / "profile_parse.py", here / "yamlnodes.py"]
+    return [here / f for f in ("profile.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
 
 
 def test_without_pyyaml_the_fingerprint_names_only_this_code(
