@@ -19,6 +19,25 @@ from registry_core.elevation.actions import (
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
 
+DETAIL_DIFFERS = "the description differs from the command that would run"
+"""The flag every front-end shows when ``detail`` is not the ``command`` itself."""
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def detail_differs(detail: str | None, command: str | None) -> bool:
+    """Whether the requester's ``detail`` could mislead about the ``command`` that runs.
+
+    The rule: a detail is truthful only when it *is* the command, up to blanks
+    (surrounding whitespace, runs of spaces, tabs and newlines between words).
+    Anything else differs, a prefix included (``curl …`` hides ``| sh``).  No
+    detail, or no command (nothing that a rule would let run), cannot differ."""
+    if detail is None or command is None:
+        return False
+    return _words(detail) != _words(command)
+
 
 def action_details(req: m.ActionRequest) -> ActionDetails:
     """The action as the dialog shows it; a suggested pattern that does not cover the
@@ -38,6 +57,7 @@ def action_details(req: m.ActionRequest) -> ActionDetails:
         pattern_kind=kind,
         pattern=pattern,
         session=req.session,
+        detail_differs=detail_differs(req.detail, req.command),
     )
 
 
@@ -92,6 +112,8 @@ def remember_answer(
     pattern = action.pattern if answer.pattern is None else answer.pattern
     if remember is Remember.ONCE:
         return remember, ""
+    if action.detail_differs:  # whatever the front-end sent: what was shown is not what runs
+        return Remember.ONCE, f" (not remembered: {DETAIL_DIFFERS})"
     if not shown_action_covered(action, pattern):
         return Remember.ONCE, f" (not remembered: {pattern!r} does not cover this action)"
     store.remember(action.agent, action.tool, action.pattern_kind, pattern, remember)

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import dataclasses
 import itertools
+import logging
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +29,7 @@ from registry_core.elevation.actions import RULES_FILE as ACTION_RULES_FILE
 from registry_core.elevation.actions import ActionRuleStore
 from registry_core.elevation.asking import elevate_question, settle_answer
 from registry_core.elevation.audit import AuditLog
+from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.credential_gate import CredentialGate
 from registry_core.elevation.decision_memo import (
     BatchChecks,
@@ -46,6 +48,8 @@ from registry_core.elevation.recording import record_decision, write_line
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 from registry_core.version import version
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PROMPT_TIMEOUT = 60.0
 DEFAULT_QUEUE_TIMEOUT = 600.0
@@ -325,7 +329,24 @@ class Broker:
         self, req: m.ActionRequest, requester: Requester
     ) -> m.DecisionReply | ApprovalRequest:
         """An agent's own action decided at once (a remembered rule, paused...), or
-        the question to pass to :meth:`action_asked`."""
+        the question to pass to :meth:`action_asked`.
+
+        A requester inside a sandbox is refused with ``sandboxed_requester``, as its
+        ``askpass`` is: an agent's actions come from the agent's own hook, never
+        from a tool, which could otherwise dress its request up as the agent's."""
+        if requester.sandboxed:
+            log.warning(
+                "refused action from pid %d %s (%s)",
+                requester.pid,
+                SANDBOX_LABEL,
+                "; ".join(requester.sandbox_reasons),
+            )
+            raise m.MessageError(
+                m.ErrorCode.SANDBOXED_REQUESTER,
+                f"action refused: the requester is {SANDBOX_LABEL}; "
+                "only the agent's own hook outside the sandbox may ask",
+                req.id,
+            )
         ar = action_approval_request(
             req,
             requester,

@@ -66,6 +66,9 @@ class ActionDetails:
     pattern_kind: PatternKind
     pattern: str
     session: str | None = None
+    # The requester's ``detail`` is not the command that would run (``action_flow.
+    # detail_differs``): flagged in every dialog, and the answer is never remembered.
+    detail_differs: bool = False
 
 
 @quick_init

@@ -8,6 +8,7 @@ says exactly which pattern an answer would be remembered for.
 
 from __future__ import annotations
 
+from registry_core.elevation.action_flow import DETAIL_DIFFERS
 from registry_core.elevation.actions import shown_action_covered
 from registry_core.elevation.messages import ActionDisplay, PatternKind
 from registry_core.elevation.prompter import ApprovalRequest
@@ -49,10 +50,13 @@ def action_text(request: ApprovalRequest, limits: Limits) -> PromptText:
         Field("Tool", (tool,)),
         Field("Action", (clean(action.summary),)),
     ]
-    if action.detail is not None:
-        fields.append(Field(label, code_lines(action.detail), Style.CODE))
-    elif action.command is not None:
+    # The command itself comes first: it is what runs, and what "remember" covers.
+    if action.command is not None:
         fields.append(Field("Command", code_lines(action.command), Style.CODE))
+    if action.detail_differs and action.detail is not None:
+        fields.append(Field("Description (differs)", code_lines(action.detail), Style.CODE))
+    elif action.detail is not None and action.command is None:
+        fields.append(Field(label, code_lines(action.detail), Style.CODE))
     if action.path is not None:
         fields.append(Field("File", (clean(action.path),)))
     fields += [
@@ -67,7 +71,11 @@ def action_text(request: ApprovalRequest, limits: Limits) -> PromptText:
     return PromptText(
         title=f"Ollie: allow {agent} to use {tool}?",
         headline=f"The agent {agent} asks to use its tool {tool}.",
-        warnings=(),
+        warnings=(
+            (f"WARNING: {DETAIL_DIFFERS}; this answer is never remembered.",)
+            if action.detail_differs
+            else ()
+        ),
         fields=tuple(fields),
         footer=f"Unanswered, this request is denied after {request.timeout:.0f} s.",
     )

@@ -32,7 +32,7 @@ def request(**changes: object) -> m.ActionRequest:
         "cwd": "/work",
         "pattern_kind": m.PatternKind.PROGRAM,
         "pattern": "git",
-        "detail": "the detail",
+        "detail": "git status -s",
         "display": m.ActionDisplay.COMMAND,
         "command": "git status -s",
         "path": None,
@@ -43,7 +43,7 @@ def request(**changes: object) -> m.ActionRequest:
 
 
 def test_details_carry_every_field_of_the_request() -> None:
-    assert action_details(request()) == ActionDetails(
+    assert action_details(request(detail="the detail")) == ActionDetails(
         agent="cc",
         tool="Bash",
         summary="git status",
@@ -54,6 +54,7 @@ def test_details_carry_every_field_of_the_request() -> None:
         pattern_kind=m.PatternKind.PROGRAM,
         pattern="git",
         session="s1",
+        detail_differs=True,  # "the detail" is not the command that would run
     )
     edit = action_details(
         request(
