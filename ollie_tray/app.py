@@ -27,7 +27,7 @@ from PySide6.QtWidgets import QApplication, QDialog, QSystemTrayIcon, QWidget
 from ollie_tray import autostart, control
 from ollie_tray.app_id import APP_ID
 from ollie_tray.dialogs.real_input import build_judge
-from ollie_tray.icons import icon
+from ollie_tray.icons import app_icon
 from ollie_tray.keyring_consent import KeyringConsent, consent_file
 from ollie_tray.notify import Notifier
 from ollie_tray.prompter import PrompterSettings, QtPrompter
@@ -232,14 +232,14 @@ class TrayApp:
 
     def _tray_message(self, title: str, body: str) -> None:
         if self.tray is not None and self.tray.isVisible():
-            self.tray.showMessage(title, body, icon(APP_ID), 10_000)
+            self.tray.showMessage(title, body, app_icon(), 10_000)
         else:
             print(f"ollie-tray: {title}: {body}", file=sys.stderr)
 
     def _dialog_changed(self, dialog: QDialog | None) -> None:
         self._dialog = dialog
         if dialog is not None:
-            dialog.setWindowIcon(icon(APP_ID))
+            dialog.setWindowIcon(app_icon())
             # Ask for attention (urgency on X11, xdg-activation on Wayland): a
             # compositor may refuse focus to a window nobody clicked, never to this.
             QApplication.alert(dialog)

@@ -29,6 +29,15 @@ def icon(name: str) -> QIcon:
     return QIcon(str(icon_path(name)))
 
 
+@cache
+def app_icon() -> QIcon:
+    """The application's icon: the icon theme's (``--install-desktop`` puts it in the
+    user's hicolor theme, a distribution package in the system's), else the shipped file."""
+    from ollie_tray.app_id import APP_ID
+
+    return QIcon.fromTheme(APP_ID, icon(APP_ID))
+
+
 def state_icon(state: TrayState, count: int = 0, size: int = 64) -> QIcon:
     """The tray icon of a state; the pending icon carries the number of requests."""
     base = icon_path(f"ollie-tray-{state.value}")

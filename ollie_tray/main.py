@@ -265,14 +265,14 @@ def _run_gui(
 
     from ollie_tray.app import AppOptions, TrayApp
     from ollie_tray.app_id import APP_ID
-    from ollie_tray.icons import icon
+    from ollie_tray.icons import app_icon
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     assert isinstance(qapp, QApplication)
     qapp.setApplicationName("Ollie Tray")
     qapp.setDesktopFileName(APP_ID)
     qapp.setQuitOnLastWindowClosed(False)
-    qapp.setWindowIcon(icon(APP_ID))
+    qapp.setWindowIcon(app_icon())
     options = AppOptions(
         countdown_s=args.settings.countdown_s,
         arm_delay_ms=args.settings.arm_delay_ms,

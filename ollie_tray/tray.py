@@ -155,7 +155,7 @@ class TrayIcon(QSystemTrayIcon):
         menu.addAction("&Policies…").triggered.connect(self.actions.policies)
         menu.addAction("&Audit log…").triggered.connect(self.actions.audit_log)
         if self.actions.settings is not None:
-            menu.addAction("&Settings…").triggered.connect(self.actions.settings)
+            menu.addAction("S&ettings…").triggered.connect(self.actions.settings)
         if self.actions.remote_hosts is not None:
             menu.addMenu(self.remote_menu)
         menu.addSeparator()

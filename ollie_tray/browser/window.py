@@ -34,7 +34,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ollie_tray.app_id import APP_ID
 from ollie_tray.browser.arg_editors import box
 from ollie_tray.browser.details import DetailsPanel
 from ollie_tray.browser.hosts import RemoteHostView, remote_file_tool
@@ -55,7 +54,7 @@ from ollie_tray.browser.whatif import (
     evaluate_meta_file,
     simulated_loader,
 )
-from ollie_tray.icons import icon
+from ollie_tray.icons import app_icon
 from ollie_tray.windows.common import closable, count_text
 from registry_core.dispatch import Dispatcher
 from registry_core.elevation.policies import PolicyStore
@@ -93,7 +92,7 @@ class BrowserWindow(QMainWindow):
         self._live_wanted = live
         self.live: LiveRegistry | None = None
         self.setWindowTitle("Ollie Tool Browser")
-        self.setWindowIcon(icon(APP_ID))
+        self.setWindowIcon(app_icon())
         self.resize(1200, 760)
         if not loader.current.tools:
             loader.load()

@@ -73,3 +73,21 @@ def test_the_tray_menu_opens_the_settings(qapp: QApplication) -> None:
     assert opened == ["settings"]
     plain = TrayIcon(recording_actions(calls))
     assert not [a for a in plain.menu.actions() if a.text().replace("&", "") == "Settings…"]
+
+
+def test_every_tray_menu_entry_has_a_key_of_its_own(qapp: QApplication) -> None:
+    # Two entries sharing a mnemonic make the key move between them instead of
+    # choosing one: "&Settings…" once took "Start at login"'s S.
+    tray = TrayIcon(recording_actions([], settings=lambda: None))
+    keys = [
+        a.text().split("&", 1)[1][0].lower()
+        for a in tray.menu.actions()
+        if "&" in a.text() and a.isVisible()
+    ]
+    assert len(keys) == len(set(keys)) > 5, keys
+
+
+def test_the_application_icon_is_never_empty(qapp: QApplication) -> None:
+    from ollie_tray.icons import app_icon
+
+    assert not app_icon().isNull()  # the theme's, or the shipped file when no theme has it
