@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core.errors import NamespacesUnavailableError, SandboxError
-from registry_core.paths import which
 from registry_core.sandbox import execstep, landlock
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
@@ -38,9 +37,9 @@ from registry_core.sandbox.mounts import View, plan_view
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
+from registry_core.trusted import find_trusted
 
 PACKAGE = "bubblewrap"
-_SYSTEM_DIRS = "/usr/bin:/bin:/usr/local/bin"
 _NAMESPACES = (
     "--unshare-user",
     "--unshare-ipc",
@@ -52,8 +51,11 @@ _NAMESPACES = (
 
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:
-    """The ``bwrap`` program on the dispatcher's ``PATH`` (or the system's), if any."""
-    return which("bwrap", env.get("PATH") or _SYSTEM_DIRS) or which("bwrap", _SYSTEM_DIRS)
+    """The system's ``bwrap``, if installed where only root can put it (never ``PATH``:
+    a sandboxed tool can write ``<cwd>/.venv/bin/bwrap``, and an agent's ``PATH`` often
+    starts there).  ``env`` is not consulted; it stays in the signature for callers
+    that inject another finder."""
+    return find_trusted("bwrap")
 
 
 def missing_bwrap_gap() -> Gap:

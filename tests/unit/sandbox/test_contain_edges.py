@@ -75,9 +75,11 @@ def _executable(directory: Path, name: str) -> Path:
 # --- find_bwrap, the gap and the refusal ---------------------------------------------
 
 
-def test_find_bwrap_prefers_the_dispatchers_path(tmp_path: Path) -> None:
-    mine = _executable(tmp_path / "bin", "bwrap")
-    assert find_bwrap({"PATH": f"/nonexistent:{tmp_path / 'bin'}"}) == str(mine)
+def test_a_bwrap_planted_on_the_dispatchers_path_is_never_taken(tmp_path: Path) -> None:
+    # A sandboxed tool can write <cwd>/.venv/bin/bwrap; agents put such directories
+    # first on PATH.  The old lookup took it: the next call ran it unsandboxed.
+    planted = _executable(tmp_path / ".venv" / "bin", "bwrap")
+    assert find_bwrap({"PATH": f"{planted.parent}:/usr/bin:/bin"}) != str(planted)
 
 
 @needs_bwrap
