@@ -62,6 +62,7 @@ from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, s
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.workdir import check_working_directory
+from registry_core.trusted import trusted_program
 
 DEFAULT_TIMEOUT = 60.0
 _NO_NAMESPACES = "{0.feature}: {0.reason}".format(missing_bwrap_gap())
@@ -199,12 +200,15 @@ class Dispatcher:
         gate: ElevationGate | None = None,
         askpass: str | None = None,
         find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap,
+        sudo: str | None = None,
     ) -> None:
         self.registry = registry
         self.env: Mapping[str, str] = dict(os.environ) if env is None else env
         self.gate: ElevationGate = RefusingGate() if gate is None else gate
         self.askpass = askpass
         self.find_bwrap = find_bwrap
+        # None: the system's sudo (registry_core.trusted), looked up at each sudo call.
+        self.sudo = sudo
         self._cache = SandboxCache()
         self._rules = RulesCache()
         self._ldd = LddResolver()
@@ -399,7 +403,9 @@ class Dispatcher:
         options: CallOptions,
     ) -> CallResult:
         cwd = extra["PWD"]
-        argv = sudo_argv(executable)
+        # sudo by its absolute system path: a bare name would be looked up on PATH,
+        # where a planted sudo would receive the password askpass hands it.
+        argv = sudo_argv(executable, self.sudo or trusted_program("sudo"))
         request = ElevationRequest(
             tool.name, Kind.SUDO, tuple(argv), args, cwd, client=options.client
         )

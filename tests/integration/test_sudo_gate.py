@@ -24,6 +24,8 @@ import pytest
 import sudo_user
 from sudo_user import SudoUser, UserDirs
 
+from registry_core.trusted import trusted_program
+
 pytestmark = pytest.mark.realstack
 
 APPROVE = {"approved": True, "remember": "once"}
@@ -64,7 +66,7 @@ def test_correct_password_runs_the_tool_as_root(
     assert (asked["tool"], asked["kind"], asked["argv"], asked["mismatches"]) == (
         "whoami_root",
         "sudo",
-        ["sudo", "-A", "--", exe],
+        [trusted_program("sudo"), "-A", "--", exe],
         [],
     )
     assert asked["requester"]["uid"] == user.uid

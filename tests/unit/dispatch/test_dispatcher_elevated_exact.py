@@ -18,6 +18,7 @@ from dispatch_helpers import ECHO, FakeGate, Stack
 
 from registry_core.dispatch import Authorization, Dispatcher, ElevationRequest, Kind
 from registry_core.errors import ElevationDeniedError
+from registry_core.trusted import trusted_program
 
 # --- elevated: outside the sandbox after approval ------------------------------------------
 
@@ -67,7 +68,7 @@ def test_an_elevated_call_times_out_like_any_other(stack: Stack) -> None:
     assert result.exit_code == 124
 
 
-# --- sudo after approval: a sudo stand-in on PATH ------------------------------------------
+# --- sudo after approval: a sudo stand-in, given to the dispatcher -----------------------
 
 FAKE_SUDO = """#!/usr/bin/python3
 import json, os, sys
@@ -127,7 +128,10 @@ def _sudo_seen(stack: Stack) -> dict[str, Any]:
 
 def _sudo_dispatcher(stack: Stack, gate: Any, askpass: str | None = None) -> Dispatcher:
     registry = stack.registry()
-    return Dispatcher(registry=lambda: registry, env=stack.env, gate=gate, askpass=askpass)
+    sudo = str(stack.root / "bin" / "sudo")  # the fake, given as the dispatcher's sudo
+    return Dispatcher(
+        registry=lambda: registry, env=stack.env, gate=gate, askpass=askpass, sudo=sudo
+    )
 
 
 def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
@@ -138,7 +142,7 @@ def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
         "rooty", {"k": "v"}, stack.options(client="agent-y", on_start=started.append)
     )
     assert result.ok, result.error
-    argv = ("sudo", "-A", "--", str(exe))
+    argv = (str(stack.root / "bin" / "sudo"), "-A", "--", str(exe))
     assert gate.requests == [
         ElevationRequest("rooty", Kind.SUDO, argv, {"k": "v"}, str(stack.cwd), client="agent-y")
     ]
@@ -226,3 +230,18 @@ def test_echo_tool_is_still_sandboxed_beside_sudo_tools(stack: Stack) -> None:
     result = _sudo_dispatcher(stack, FakeSudoGate()).call("echo", {"a": 1}, stack.options())
     assert (result.sandboxed, result.sudo) == (True, False)
     assert not (stack.root / "bin" / "sudo.seen").exists()
+
+
+def test_a_sudo_planted_first_on_path_is_never_run(stack: Stack) -> None:
+    # A tool can write <cwd>/.venv/bin/sudo; with a bare "sudo" in the argv it ran with
+    # the genuine askpass and received the password the person typed for the grant.
+    exe = _sudo_stack(stack)
+    planted = stack.root / "bin"
+    registry = stack.registry()
+    env = {**stack.env, "PATH": f"{planted}:{stack.env.get('PATH', '/usr/bin:/bin')}"}
+    gate = FakeSudoGate(OLLIE_GRANT="grant-7")
+    dispatcher = Dispatcher(registry=lambda: registry, env=env, gate=gate)
+    dispatcher.call("rooty", {}, stack.options())
+    (request,) = gate.requests
+    assert request.argv == (trusted_program("sudo"), "-A", "--", str(exe))
+    assert not (planted / "sudo.seen").exists()
