@@ -27,6 +27,7 @@ from registry_core.dispatch.gate import (
     ElevationRequest,
     Kind,
     RefusingGate,
+    require_askpass,
     sudo_argv,
 )
 from registry_core.dispatch.output import content_blocks, decode
@@ -188,7 +189,8 @@ class Dispatcher:
 
     ``env`` defaults to a copy of this process's environment, ``gate`` to one that
     refuses every elevation; ``find_bwrap`` says how to find bubblewrap (``None``:
-    not installed) and is replaced by tests.
+    not installed) and is replaced by tests, as ``sudo`` (the absolute path of the
+    sudo program; ``None``: the trusted one of a system directory, never ``PATH``).
     """
 
     def __init__(
@@ -198,12 +200,14 @@ class Dispatcher:
         gate: ElevationGate | None = None,
         askpass: str | None = None,
         find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap,
+        sudo: str | None = None,
     ) -> None:
         self.registry = registry
         self.env: Mapping[str, str] = dict(os.environ) if env is None else env
         self.gate: ElevationGate = RefusingGate() if gate is None else gate
         self.askpass = askpass
         self.find_bwrap = find_bwrap
+        self.sudo = sudo
         self._cache = SandboxCache()
         self._rules = RulesCache()
         self._ldd = LddResolver()
@@ -378,8 +382,9 @@ class Dispatcher:
         extra: dict[str, str],
         options: CallOptions,
     ) -> CallResult:
+        require_askpass(self.askpass)
         cwd = extra["PWD"]
-        argv = sudo_argv(executable)
+        argv = sudo_argv(executable, self.sudo)
         request = ElevationRequest(
             tool.name, Kind.SUDO, tuple(argv), args, cwd, client=options.client
         )
