@@ -7,6 +7,7 @@ simulation never touch ``os.environ``.
 from __future__ import annotations
 
 import os
+import site
 import stat
 import sys
 from collections.abc import Mapping
@@ -169,20 +170,24 @@ def audit_file(env: Mapping[str, str]) -> Path:
     return state_home(env) / "ollie" / "audit.jsonl"
 
 
-def which(name: str, search: str) -> str | None:
-    """The first executable regular file called ``name`` in the colon-separated
-    ``search`` directories, as ``shutil.which`` finds a bare name -- without
-    importing :mod:`shutil` on an agent's call path.
+def own_program(name: str) -> str | None:
+    """Ollie's own console script ``name`` (``ollie-askpass``, ``ollie-elevate``) of the
+    installation that is running, or ``None`` when it has none.
 
-    Only absolute directories are searched: an empty or relative ``PATH`` entry
-    would resolve against the working directory, where a tool's or an agent's
-    files could stand in for ``bwrap`` or ``ollie-askpass``.
+    Looked for next to the running interpreter (a venv's or pipx's ``bin``), and,
+    when this package is installed in the user's site-packages (``pip install
+    --user``), in that scheme's ``bin`` (``~/.local/bin``) -- never on ``PATH``,
+    whose first entries an agent often takes from the project a tool can write.
+    Ollie's installation itself is protected: a profile rule or working directory
+    that would let a sandboxed tool write it is refused (``sandbox/``).
     """
-    for directory in dict.fromkeys(search.split(os.pathsep)):
-        if not os.path.isabs(directory):
-            continue
-        candidate = os.path.join(directory, name)
-        if os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+    places = [os.path.dirname(sys.executable)] if sys.executable else []
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    if user_site and os.path.abspath(__file__).startswith(os.path.join(user_site, "")):
+        places.append(os.path.join(site.getuserbase(), "bin"))
+    for place in places:
+        candidate = os.path.join(place, name)
+        if os.path.isabs(candidate) and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import shutil
 import signal
 import sys
 import time
@@ -38,11 +37,13 @@ from registry_core.dispatch.gate import ElevationRequest, Kind
 from registry_core.dispatch.tether import run_tethered
 from registry_core.elevation.gates import InProcessGate, choose_gate
 from registry_core.elevation.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
-from registry_core.errors import ElevationDeniedError
+from registry_core.errors import ElevationDeniedError, UntrustedProgramError
 from registry_core.logsetup import setup_logging
+from registry_core.trusted import trusted_program
 
 EXIT_DENIED = 77
 EXIT_USAGE = 2
+EXIT_NO_SHELL = 127  # no trusted bash: a shell's status for a program it cannot run
 TIMEOUT_ENV = "OLLIE_ELEVATE_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0  # ollie-core's default step timeout
 # Beyond the deadline we give the broker this long to say "timeout" itself.
@@ -147,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(done.code or 0)
     if args == ["--install"]:
         me = sys.argv[0]
-        return install(os.environ, me if os.sep in me else shutil.which(me) or me)
+        return install(os.environ, me if os.sep in me else paths.own_program(me) or me)
     if args and args[0] == "--":
         args = args[1:]
     if len(args) != 1 or not args[0].strip():
@@ -160,7 +161,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ollie-elevate: {exc}", file=sys.stderr)
         return EXIT_USAGE
     code = args[0]
-    bash = shutil.which("bash") or "/bin/bash"
+    try:
+        # The trusted bash of a system directory, never PATH's first (a project's
+        # .venv/bin a tool can write); the broker checks this very path.
+        bash = trusted_program("bash")
+    except UntrustedProgramError as exc:
+        print(f"ollie-elevate: {exc}", file=sys.stderr)
+        return EXIT_NO_SHELL
     argv_run = [bash, "-c", code]
     request = ElevationRequest(
         REQUEST_CODE_TOOL, Kind.SANDBOX, tuple(argv_run), {}, os.getcwd(), code

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from registry_core.dispatch import ElevationGate
+from registry_core.dispatch.gate import ASKPASS
 from registry_core.elevation.lazygate import LazyGate
-from registry_core.paths import which
+from registry_core.paths import own_program
 
 # protocol.md §6.2: what an elevate request's ``host`` may hold.
 _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
@@ -33,8 +32,7 @@ def make_gate(env: Mapping[str, str], timeout: float | None = None) -> Elevation
 
 
 def askpass_program() -> str | None:
-    """``ollie-askpass`` next to this interpreter (a venv's bin), else on PATH."""
-    sibling = Path(sys.executable).parent / "ollie-askpass"
-    if sibling.is_file():
-        return str(sibling)
-    return which("ollie-askpass", os.environ.get("PATH", os.defpath))
+    """``ollie-askpass`` of Ollie's own installation (next to this interpreter), never
+    one on ``PATH``: sudo hands it the grant, and it asks for the password.  ``None``
+    when missing: the dispatcher then refuses sudo tools (``require_askpass``)."""
+    return own_program(ASKPASS)

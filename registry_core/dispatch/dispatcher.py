@@ -27,6 +27,7 @@ from registry_core.dispatch.gate import (
     ElevationRequest,
     Kind,
     RefusingGate,
+    require_askpass,
     sudo_argv,
 )
 from registry_core.dispatch.output import content_blocks, decode
@@ -62,7 +63,6 @@ from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, s
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.workdir import check_working_directory
-from registry_core.trusted import trusted_program
 
 DEFAULT_TIMEOUT = 60.0
 _NO_NAMESPACES = "{0.feature}: {0.reason}".format(missing_bwrap_gap())
@@ -190,7 +190,8 @@ class Dispatcher:
 
     ``env`` defaults to a copy of this process's environment, ``gate`` to one that
     refuses every elevation; ``find_bwrap`` says how to find bubblewrap (``None``:
-    not installed) and is replaced by tests.
+    not installed) and is replaced by tests, as ``sudo`` (the absolute path of the
+    sudo program; ``None``: the trusted one of a system directory, never ``PATH``).
     """
 
     def __init__(
@@ -207,7 +208,6 @@ class Dispatcher:
         self.gate: ElevationGate = RefusingGate() if gate is None else gate
         self.askpass = askpass
         self.find_bwrap = find_bwrap
-        # None: the system's sudo (registry_core.trusted), looked up at each sudo call.
         self.sudo = sudo
         self._cache = SandboxCache()
         self._rules = RulesCache()
@@ -402,10 +402,9 @@ class Dispatcher:
         extra: dict[str, str],
         options: CallOptions,
     ) -> CallResult:
+        require_askpass(self.askpass)
         cwd = extra["PWD"]
-        # sudo by its absolute system path: a bare name would be looked up on PATH,
-        # where a planted sudo would receive the password askpass hands it.
-        argv = sudo_argv(executable, self.sudo or trusted_program("sudo"))
+        argv = sudo_argv(executable, self.sudo)
         request = ElevationRequest(
             tool.name, Kind.SUDO, tuple(argv), args, cwd, client=options.client
         )

@@ -13,7 +13,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
 from registry_core.elevation.kinds import Kind
-from registry_core.errors import ElevationDeniedError
+from registry_core.errors import ElevationDeniedError, UntrustedProgramError
+from registry_core.trusted import trusted_program
+
+ASKPASS = "ollie-askpass"
+"""Ollie's own ``SUDO_ASKPASS`` program (a console script of its installation)."""
 
 
 class ElevationRequest(NamedTuple):
@@ -64,9 +68,37 @@ class RefusingGate:
         return None
 
 
-def sudo_argv(executable: str, sudo: str = "sudo") -> list[str]:
-    """``sudo -A`` so the password goes askpass → sudo, never via stdin, argv or env."""
-    return [sudo, "-A", "--", executable]
+def sudo_argv(executable: str, sudo: str | None = None) -> list[str]:
+    """``sudo -A`` so the password goes askpass → sudo, never via stdin, argv or env.
+
+    ``sudo`` is the absolute path of the program to run, by default the trusted
+    ``sudo`` of a system directory (:func:`~registry_core.trusted.trusted_program`;
+    :class:`UntrustedProgramError` when there is none).  Never a bare name: the
+    requester's ``PATH`` would choose the file, and a ``sudo`` planted first on it
+    receives the grant and the password.  The broker checks that this very path
+    is its own trusted ``sudo``.
+    """
+    program = trusted_program("sudo") if sudo is None else sudo
+    if not program.startswith("/"):
+        raise UntrustedProgramError(program, "not an absolute path")
+    return [program, "-A", "--", executable]
+
+
+def require_askpass(askpass: str | None) -> str:
+    """The askpass program of a sudo run; :class:`UntrustedProgramError` without one.
+
+    It is Ollie's own console script, found in Ollie's installation (see
+    :func:`registry_core.cli.gates.askpass_program`), never on ``PATH``.  Without
+    it, ``sudo -A`` would run whatever the caller's ``SUDO_ASKPASS`` names and hand
+    it the grant, so a sudo call is refused before anyone is asked.
+    """
+    if not askpass:
+        raise UntrustedProgramError(
+            ASKPASS,
+            "not installed next to Ollie's Python interpreter (sudo tools need it)",
+            "ollie-tray",
+        )
+    return askpass
 
 
 __all__ = [
@@ -75,5 +107,6 @@ __all__ = [
     "ElevationRequest",
     "Kind",
     "RefusingGate",
+    "require_askpass",
     "sudo_argv",
 ]

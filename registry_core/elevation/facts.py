@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import threading
 import time
 from collections import OrderedDict
@@ -27,6 +26,7 @@ from registry_core.elevation.policies import fd_sha256, open_for_hashing
 from registry_core.registry import Registry, Tool
 from registry_core.registry.meta import MAX_META_BYTES
 from registry_core.safe_open import read_regular
+from registry_core.trusted import SYSTEM_DIRS, find_trusted
 
 REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
 
@@ -122,23 +122,26 @@ class RequestFacts:
     mismatches: tuple[str, ...]
 
 
-def _is_program(arg0: str, name: str, default: str) -> bool:
-    """Does ``arg0`` run the broker's own ``name``?  A bare name is taken at its word
-    (it is looked up on the requester's PATH); a path must be that very file."""
-    if os.path.basename(arg0) != name:
-        return False
-    if "/" not in arg0:
-        return True
-    own = shutil.which(name) or default
-    return os.path.realpath(arg0) == os.path.realpath(own)
+FindProgram = Callable[[str], str | None]
+"""How the broker finds the programs it expects (``name`` -> absolute path or ``None``)."""
 
 
-def _code_facts(req: m.ElevateRequest) -> RequestFacts:
-    bash = shutil.which("bash") or "/bin/bash"
-    real = os.path.realpath(bash)
-    mismatches: list[str] = []
+def _own_program(find_program: FindProgram, name: str) -> tuple[str | None, str]:
+    """The broker's own trusted ``name`` and, when there is none, the mismatch to show."""
+    own = find_program(name)
+    if own is None:
+        return None, f"{name} is not installed in a system directory this broker trusts"
+    return own, ""
+
+
+def _code_facts(req: m.ElevateRequest, find_program: FindProgram) -> RequestFacts:
+    bash, missing = _own_program(find_program, "bash")
+    real = os.path.realpath(bash) if bash else None
+    mismatches = [missing] if missing else []
     argv = list(req.argv)
-    if len(argv) != 3 or not _is_program(argv[0], "bash", bash) or argv[1] != "-c":
+    # argv[0] must be exactly the path the broker's own lookup finds: a bare name
+    # would be resolved on the requester's PATH, any other path is another program.
+    if len(argv) != 3 or bash is None or argv[0] != bash or argv[1] != "-c":
         mismatches.append(f"argv {argv!r} is not bash -c <code>")
     elif argv[2] != req.code:
         mismatches.append("the code in argv differs from the code shown")
@@ -146,9 +149,20 @@ def _code_facts(req: m.ElevateRequest) -> RequestFacts:
         description="Run bash code outside the sandbox (ollie-core x/elevate plugin).",
         variant=None,
         executable=real,
-        sha256=SHA256.sha256(real),
+        sha256=SHA256.sha256(real) if real else None,
         mismatches=tuple(mismatches),
     )
+
+
+_REMOTE_SUDO = f"({', '.join(SYSTEM_DIRS[:-1])} or {SYSTEM_DIRS[-1]})/sudo"
+
+
+def _remote_sudo(arg0: str) -> bool:
+    """Is ``arg0`` a plausible sudo of the remote host?  Its files cannot be looked at
+    from here, so this is a check of the string alone: an absolute path, in one of the
+    system directories, called ``sudo`` -- never a bare name (the remote requester's
+    PATH would choose it) nor a file in a directory a tool may write there."""
+    return os.path.basename(arg0) == "sudo" and os.path.dirname(arg0) in SYSTEM_DIRS
 
 
 def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
@@ -182,16 +196,22 @@ def _remote_ok(program: str, programs: set[str]) -> bool:
 
 
 def gather_facts(
-    registry: Registry, req: m.ElevateRequest, *, remote_tools_dir: str | None = None
+    registry: Registry,
+    req: m.ElevateRequest,
+    *,
+    remote_tools_dir: str | None = None,
+    find_program: FindProgram = find_trusted,
 ) -> RequestFacts:
     """Registry facts for ``req``; raises ToolNotFoundError / ToolUnavailableError.
 
     ``remote_tools_dir``: the request comes through an ollie-remote forward from a
     host whose tools (deployed from here) live there; the requested program is then
     checked against :func:`remote_programs`, and ``executable``/``sha256`` describe
-    the local copy that was deployed."""
+    the local copy that was deployed.  ``find_program`` finds the broker's own
+    ``sudo`` and ``bash`` (the trusted ones of the system directories, never ``PATH``):
+    a request's argv[0] must be exactly that path."""
     if req.code is not None and req.tool == REQUEST_CODE_TOOL:
-        return _code_facts(req)
+        return _code_facts(req, find_program)
     tool = registry.usable(req.tool)
     executable = tool.executable_file
     mismatches: list[str] = []
@@ -200,34 +220,32 @@ def gather_facts(
     if executable is None:
         mismatches.append(f"the registry finds no executable: {tool.resolution_detail}")
     argv = list(req.argv)
-    if req.kind is m.Kind.SUDO:
-        expected = ["sudo", "-A", "--", executable]
-        ok = (
-            len(argv) == 4
-            and _is_program(argv[0], "sudo", "/usr/bin/sudo")
-            and argv[1:3] == ["-A", "--"]
-            and argv[3] == executable
+    expected: list[str | None]
+    if req.kind is m.Kind.SUDO and not tool.sudo:
+        mismatches.append("asks to run as root, but the tool does not declare sudo: true")
+    if req.kind is not m.Kind.SUDO and tool.sudo:
+        mismatches.append(
+            "the tool declares sudo: true but the request asks only to leave the sandbox"
         )
-        if not tool.sudo:
-            mismatches.append("asks to run as root, but the tool does not declare sudo: true")
-    else:
-        expected = [executable]
-        ok = argv == expected
-        if tool.sudo:
-            mismatches.append(
-                "the tool declares sudo: true but the request asks only to leave the sandbox"
-            )
     if remote_tools_dir is not None:
         # Through an ollie-remote forward: the program is a file on the remote host.
         if req.kind is m.Kind.SUDO:
-            shape = len(argv) == 4 and os.path.basename(argv[0]) == "sudo"
-            shape = shape and argv[1:3] == ["-A", "--"]
+            shape = len(argv) == 4 and _remote_sudo(argv[0]) and argv[1:3] == ["-A", "--"]
             program = argv[3] if shape else ""
         else:
             shape, program = len(argv) == 1, argv[0] if argv else ""
         ok = shape and _remote_ok(program, remote_programs(tool, remote_tools_dir))
         where = f"{remote_tools_dir}/({tool.name} or a cmd of its .meta)"
-        expected = ["sudo", "-A", "--", where] if req.kind is m.Kind.SUDO else [where]
+        expected = [_REMOTE_SUDO, "-A", "--", where] if req.kind is m.Kind.SUDO else [where]
+    elif req.kind is m.Kind.SUDO:
+        sudo, missing = _own_program(find_program, "sudo")
+        if missing:
+            mismatches.append(missing)
+        expected = [sudo or "sudo", "-A", "--", executable]
+        ok = sudo is not None and argv == expected
+    else:
+        expected = [executable]
+        ok = argv == expected
     if not ok and executable is not None:
         mismatches.append(f"requested argv {argv!r}; the registry would run {expected!r}")
     return RequestFacts(

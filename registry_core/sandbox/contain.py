@@ -37,7 +37,7 @@ from registry_core.sandbox.mounts import View, plan_view
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
-from registry_core.trusted import find_trusted
+from registry_core.trusted import SYSTEM_DIRS, find_trusted
 
 PACKAGE = "bubblewrap"
 _NAMESPACES = (
@@ -51,26 +51,35 @@ _NAMESPACES = (
 
 
 def find_bwrap(env: Mapping[str, str]) -> str | None:
-    """The system's ``bwrap``, if installed where only root can put it (never ``PATH``:
-    a sandboxed tool can write ``<cwd>/.venv/bin/bwrap``, and an agent's ``PATH`` often
-    starts there).  ``env`` is not consulted; it stays in the signature for callers
-    that inject another finder."""
+    """The trusted ``bwrap`` of a system directory (see :mod:`registry_core.trusted`),
+    or ``None`` when none is installed there or it could be replaced by someone other
+    than root.
+
+    ``env`` (the dispatcher's environment, the hook's signature) is deliberately not
+    consulted: the agent's ``PATH`` often starts with a project directory a tool can
+    write, and a ``bwrap`` planted there would run outside any sandbox.
+    """
     return find_trusted("bwrap")
+
+
+_NOT_TRUSTED = "not installed in a system directory Ollie trusts"
+_WHERE = f"{', '.join(SYSTEM_DIRS)}; the file and its directories root's, writable by root alone"
 
 
 def missing_bwrap_gap() -> Gap:
     return Gap(
         "namespaces",
-        f"bwrap ({PACKAGE}) is not installed: the session D-Bus, X11, ssh-agent, tmux and "
-        "every other socket in /tmp and /run/user stay reachable, the real /tmp is shared, "
-        "and processes may outlive the call",
+        f"bwrap ({PACKAGE}) is {_NOT_TRUSTED}: the session D-Bus, X11, ssh-agent, tmux "
+        "and every other socket in /tmp and /run/user stay reachable, the real /tmp is "
+        "shared, and processes may outlive the call",
         requested=True,
     )
 
 
 def unavailable_error(rules: EffectiveRules) -> NamespacesUnavailableError:
     return NamespacesUnavailableError(
-        f"sandboxed tools run in namespaces built by bwrap, which is not installed: "
+        f"sandboxed tools run in namespaces built by bwrap, which is {_NOT_TRUSTED} "
+        f"({_WHERE}): "
         f"install the '{PACKAGE}' package (apt/dnf install {PACKAGE}); or set "
         f"'general.best_effort: true' in {rules.source} to run with Landlock only"
     )

@@ -11,6 +11,8 @@ import os
 import subprocess
 from typing import NamedTuple
 
+from registry_core.trusted import find_trusted
+
 _LDD_TIMEOUT_SECONDS = 10.0
 
 
@@ -46,9 +48,14 @@ def parse_ldd_output(text: str) -> LddResult:
 
 
 class LddResolver:
-    """Runs ``ldd`` and caches the answer per (path, mtime, size)."""
+    """Runs ``ldd`` and caches the answer per (path, mtime, size).
 
-    def __init__(self, ldd: str = "ldd") -> None:
+    ``ldd``: the program to run (tests inject one); by default the trusted ``ldd``
+    of a system directory (:func:`registry_core.trusted.find_trusted`), never one
+    found on a ``PATH``.
+    """
+
+    def __init__(self, ldd: str | None = None) -> None:
         self._ldd = ldd
         self._cache: dict[tuple[str, int, int], LddResult] = {}
 
@@ -58,9 +65,12 @@ class LddResolver:
         key = (executable, info.st_mtime_ns, info.st_size)
         if key in self._cache:
             return self._cache[key]
+        ldd = self._ldd or find_trusted("ldd")
+        if ldd is None:
+            raise OSError("ldd is not installed in a system directory Ollie trusts")
         try:
             done = subprocess.run(
-                [self._ldd, executable],
+                [ldd, executable],
                 capture_output=True,
                 text=True,
                 timeout=_LDD_TIMEOUT_SECONDS,

@@ -24,6 +24,7 @@ from scripted_broker import (
 )
 
 from registry_core.elevation.prompter import Approval, Remember
+from registry_core.trusted import find_trusted
 
 ELEVATE = Path(sys.executable).parent / "ollie-elevate"
 DENIED = 77
@@ -47,9 +48,9 @@ def workdir(tmp_path: Path) -> Path:
     return path
 
 
-def env_for(socket_path: Path, tmp_path: Path) -> dict[str, str]:
+def env_for(socket_path: Path, tmp_path: Path, path: str = "/usr/bin:/bin") -> dict[str, str]:
     return {
-        "PATH": "/usr/bin:/bin",
+        "PATH": path,
         "HOME": str(tmp_path / "home"),
         "XDG_RUNTIME_DIR": str(tmp_path / "run"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
@@ -60,12 +61,12 @@ def env_for(socket_path: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def elevate(
-    code: str, socket_path: Path, tmp_path: Path, cwd: Path
+    code: str, socket_path: Path, tmp_path: Path, cwd: Path, path: str = "/usr/bin:/bin"
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(ELEVATE), "--", code],
         cwd=cwd,
-        env=env_for(socket_path, tmp_path),
+        env=env_for(socket_path, tmp_path, path),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -93,6 +94,24 @@ def test_approved_code_runs_in_the_cwd_and_the_person_saw_all_of_it(
     assert asked["requester"]["cmdline"][-2:] == ["--", code]
     [record] = audit_records(tmp_path)
     assert (record["tool"], record["code"], record["remember"]) == ("execute_code", code, "once")
+
+
+def test_a_bash_planted_first_on_path_never_runs_the_code(
+    server: ServerThread, prompter: FakePrompter, tmp_path: Path, workdir: Path
+) -> None:
+    # A sandboxed tool wrote <cwd>/.venv/bin/bash; the agent's PATH starts there.
+    planted = workdir / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    marker = tmp_path / "planted-ran"
+    (planted / "bash").write_text(f'#!/bin/sh\ntouch {marker}\nexec /bin/sh "$@"\n')
+    (planted / "bash").chmod(0o755)
+    prompter.approvals.append(Approval(True))
+    result = elevate("echo genuine", server.path, tmp_path, workdir, f"{planted}:/usr/bin:/bin")
+    assert not marker.exists(), "the planted bash ran the approved code"
+    assert (result.returncode, result.stdout) == (0, "genuine\n"), result.stderr
+    [asked] = prompter.of_type("approval")
+    assert asked["argv"] == [find_trusted("bash"), "-c", "echo genuine"]
+    assert asked["mismatches"] == []
 
 
 def test_the_full_code_is_shown_however_long(

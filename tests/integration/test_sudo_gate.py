@@ -78,6 +78,31 @@ def test_correct_password_runs_the_tool_as_root(
     assert (record["decision"], record["by"], record["kind"]) == ("allow", "user", "sudo")
 
 
+def test_a_sudo_planted_first_on_path_never_sees_the_password(
+    user: SudoUser, dirs: UserDirs, start_broker: Any
+) -> None:
+    # A sandboxed tool wrote <project>/.venv/bin/sudo: it would run the genuine
+    # ollie-askpass (with the grant it was handed) and keep the password.
+    planted = dirs.root / "project" / ".venv" / "bin"
+    planted.mkdir(parents=True)
+    stolen = dirs.root / "tmp" / "stolen"
+    (planted / "sudo").write_text(
+        f'#!/bin/sh\n"$SUDO_ASKPASS" "[sudo] password: " >{stolen}\n'
+        'echo \'{"uid": 0, "user": "root"}\'\n'
+    )
+    (planted / "sudo").chmod(0o755)
+    broker = start_broker({"approvals": [APPROVE], "passwords": [user.password]})
+    env = dirs.env(PATH=f"{planted}:{user.bin}:/usr/bin:/bin")
+    argv = [str(user.bin / "ollie-tools"), "call", "whoami_root"]
+    result = user.run(argv, env, dirs.home, stdin=subprocess.DEVNULL)
+    assert not stolen.exists(), "the planted sudo ran and asked for the password"
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"uid": 0, "user": "root"}
+    [asked] = broker.of_type("approval")
+    assert (asked["argv"][0], asked["mismatches"]) == (trusted_program("sudo"), [])
+    assert len(broker.of_type("password")) == 1  # asked by the genuine sudo's askpass
+
+
 def test_wrong_then_right_password_shows_the_retry(
     user: SudoUser, dirs: UserDirs, start_broker: Any
 ) -> None:
@@ -141,6 +166,7 @@ REQUESTER = textwrap.dedent(
     from pathlib import Path
     from registry_core.elevation import messages as m
     from registry_core.elevation.client import BrokerClient
+    from registry_core.trusted import trusted_program
 
     mode, exe, askpass = sys.argv[1:4]
 
@@ -148,7 +174,7 @@ REQUESTER = textwrap.dedent(
         print(json.dumps(fields), flush=True)
 
     with BrokerClient(Path(os.environ["OLLIE_ELEVATE_SOCKET"])) as client:
-        argv = ["sudo", "-A", "--", exe]
+        argv = [trusted_program("sudo"), "-A", "--", exe]
         reply = client.elevate("whoami_root", m.Kind.SUDO, argv, {}, os.getcwd())
         assert reply.decision is m.Decision.ALLOW and reply.grant, reply
         grant = reply.grant

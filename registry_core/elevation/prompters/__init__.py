@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -45,7 +44,8 @@ from typing import ClassVar
 
 from registry_core.elevation.prompter import Approval, PasswordAnswer, Remember
 from registry_core.elevation.prompters.text import Limits
-from registry_core.errors import ElevationError
+from registry_core.errors import ElevationError, UntrustedProgramError
+from registry_core.trusted import find_trusted, trusted_program
 
 KILL_GRACE = 2.0
 """Seconds a dialog gets to exit after SIGTERM before it is killed."""
@@ -147,10 +147,24 @@ class DialogProcesses:
         self._reapers: set[asyncio.Task[None]] = set()
 
     def which(self) -> str | None:
-        """The program's absolute path on this ``PATH``, or ``None``."""
+        """The program to run, or ``None``: an absolute ``program`` as given (whoever
+        built this chose that file), else the trusted one of a system directory
+        (:func:`~registry_core.trusted.find_trusted`).  Never ``PATH``: a dialog
+        planted first on it would show the person a question of its own and
+        answer "approve" for them, or keep the password typed into it."""
         if os.path.isabs(self.program):
             return self.program if os.access(self.program, os.X_OK) else None
-        return shutil.which(self.program, path=self.env.get("PATH", os.defpath))
+        return find_trusted(self.program)
+
+    def _why_missing(self) -> str:
+        if os.path.isabs(self.program):
+            return "not an executable file"
+        try:
+            trusted_program(self.program)
+        except UntrustedProgramError as exc:
+            hint = f": install the '{exc.package}' package" if exc.package else ""
+            return f"{exc.reason}{hint}"
+        return "not found"  # installed since which() looked: asked again next time
 
     def available(self) -> bool:
         return self.which() is not None and has_display(self.env)
@@ -169,7 +183,7 @@ class DialogProcesses:
         """
         path = self.which()
         if path is None:
-            raise DialogError(self.program, None, "not found on PATH")
+            raise DialogError(self.program, None, self._why_missing())
         stdin_mode = asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE
         loop = asyncio.get_running_loop()
         with tempfile.TemporaryFile() as stderr:
@@ -252,6 +266,8 @@ class DialogPrompter:
         binary: str | None = None,
         limits: Limits | None = None,
     ) -> None:
+        # ``binary``: the absolute path of the dialog program to run (tests inject one);
+        # by default the trusted program of a system directory (never PATH).
         program = self.program if binary is None else binary
         self._dialogs = DialogProcesses(program, env, answers=self.answers)
         self._limits = limits or Limits()
@@ -262,7 +278,8 @@ class DialogPrompter:
         return self.program
 
     def available(self) -> bool:
-        """The program is on ``PATH`` and a display (X11 or Wayland) is named."""
+        """The program is installed (trusted, see :meth:`DialogProcesses.which`) and a
+        display (X11 or Wayland) is named."""
         return self._dialogs.available()
 
     def open_dialogs(self) -> int:

@@ -10,6 +10,7 @@ import json
 import os
 import select
 import signal
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,11 @@ class Stack:
 
     def dispatcher(self, *dirs: Path, gate: Any = None) -> Dispatcher:
         registry = self.registry(*dirs)
+        # Ollie's own askpass (a sudo call is refused without one); never run here.
+        askpass = str(Path(sys.executable).parent / "ollie-askpass")
         if gate is None:
-            return Dispatcher(registry=lambda: registry, env=self.env)
-        return Dispatcher(registry=lambda: registry, env=self.env, gate=gate)
+            return Dispatcher(registry=lambda: registry, env=self.env, askpass=askpass)
+        return Dispatcher(registry=lambda: registry, env=self.env, gate=gate, askpass=askpass)
 
     def call(self, name: str, args: Any = None, **options: Any) -> CallResult:
         dispatcher = self.dispatcher()

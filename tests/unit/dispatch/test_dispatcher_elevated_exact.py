@@ -1,9 +1,12 @@
 """Elevated and sudo calls through the real dispatcher, pinned exactly (issue 16).
 
 An approved elevated call runs outside the sandbox; a sudo call runs
-``sudo -A`` through a ``sudo`` stand-in on ``PATH`` (a real child process that
-records what it was given and then runs the tool, or answers as sudo does
-when the password is wrong or missing).  See dispatch_helpers.py.
+``sudo -A`` through a ``sudo`` stand-in injected by its absolute path
+(``Dispatcher(sudo=...)``, which production leaves to the trusted sudo of a
+system directory; the stand-in's directory is on ``PATH`` too, and ignored):
+a real child process that records what it was given and then runs the tool,
+or answers as sudo does when the password is wrong or missing.  See
+dispatch_helpers.py.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ import pytest
 from dispatch_helpers import ECHO, FakeGate, Stack
 
 from registry_core.dispatch import Authorization, Dispatcher, ElevationRequest, Kind
-from registry_core.errors import ElevationDeniedError
-from registry_core.trusted import trusted_program
+from registry_core.errors import ElevationDeniedError, UntrustedProgramError
+from registry_core.trusted import find_trusted
 
 # --- elevated: outside the sandbox after approval ------------------------------------------
 
@@ -68,7 +71,7 @@ def test_an_elevated_call_times_out_like_any_other(stack: Stack) -> None:
     assert result.exit_code == 124
 
 
-# --- sudo after approval: a sudo stand-in, given to the dispatcher -----------------------
+# --- sudo after approval: a sudo stand-in, injected ----------------------------------------
 
 FAKE_SUDO = """#!/usr/bin/python3
 import json, os, sys
@@ -126,9 +129,12 @@ def _sudo_seen(stack: Stack) -> dict[str, Any]:
     return seen
 
 
-def _sudo_dispatcher(stack: Stack, gate: Any, askpass: str | None = None) -> Dispatcher:
+ASKPASS = "/usr/lib/ollie/askpass"
+
+
+def _sudo_dispatcher(stack: Stack, gate: Any, askpass: str | None = ASKPASS) -> Dispatcher:
     registry = stack.registry()
-    sudo = str(stack.root / "bin" / "sudo")  # the fake, given as the dispatcher's sudo
+    sudo = str(stack.root / "bin" / "sudo")
     return Dispatcher(
         registry=lambda: registry, env=stack.env, gate=gate, askpass=askpass, sudo=sudo
     )
@@ -138,7 +144,7 @@ def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
     exe = _sudo_stack(stack)
     gate = FakeSudoGate(OLLIE_GRANT="grant-7", PWD="/from/the/grant")
     started: list[int] = []
-    result = _sudo_dispatcher(stack, gate, askpass="/usr/lib/ollie/askpass").call(
+    result = _sudo_dispatcher(stack, gate).call(
         "rooty", {"k": "v"}, stack.options(client="agent-y", on_start=started.append)
     )
     assert result.ok, result.error
@@ -151,7 +157,7 @@ def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
     assert seen["argv"] == ["-A", "--", str(exe)]
     assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
     env = seen["env"]
-    assert env["SUDO_ASKPASS"] == "/usr/lib/ollie/askpass"
+    assert env["SUDO_ASKPASS"] == ASKPASS
     assert env["OLLIE_GRANT"] == "grant-7"
     assert env["PWD"] == "/from/the/grant"  # the grant's variables come last
     assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
@@ -166,12 +172,35 @@ def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
     assert len(started) == 1
 
 
-def test_sudo_without_an_askpass_leaves_the_callers_variable(stack: Stack) -> None:
+def test_sudo_without_ollies_askpass_is_refused_before_anyone_is_asked(stack: Stack) -> None:
+    # The caller's SUDO_ASKPASS is not Ollie's: sudo would hand it the grant.
     _sudo_stack(stack)
     stack.env["SUDO_ASKPASS"] = "/callers/askpass"
-    result = _sudo_dispatcher(stack, FakeSudoGate()).call("rooty", {}, stack.options())
-    assert result.ok, result.error
-    assert _sudo_seen(stack)["env"]["SUDO_ASKPASS"] == "/callers/askpass"
+    gate = FakeSudoGate()
+    dispatcher = _sudo_dispatcher(stack, gate, askpass=None)
+    with pytest.raises(UntrustedProgramError) as raised:
+        dispatcher.call("rooty", {}, stack.options())
+    assert (raised.value.program, raised.value.package) == ("ollie-askpass", "ollie-tray")
+    assert gate.requests == []
+    assert not (stack.root / "bin" / "sudo.seen").exists()
+
+
+def test_without_an_injected_sudo_the_trusted_one_runs_never_paths(stack: Stack) -> None:
+    # The stand-in is first on the dispatcher's PATH: it is not what runs.
+    exe = _sudo_stack(stack)
+    gate = FakeGate(approve=False)
+    registry = stack.registry()
+    dispatcher = Dispatcher(registry=lambda: registry, env=stack.env, gate=gate, askpass=ASKPASS)
+    trusted = find_trusted("sudo")
+    if trusted is None:
+        with pytest.raises(UntrustedProgramError):
+            dispatcher.call("rooty", {}, stack.options())
+        assert gate.requests == []
+        return
+    with pytest.raises(ElevationDeniedError):
+        dispatcher.call("rooty", {}, stack.options())
+    assert [r.argv for r in gate.requests] == [(trusted, "-A", "--", str(exe))]
+    assert not (stack.root / "bin" / "sudo.seen").exists()
 
 
 def test_sudo_without_a_grant_reports_nothing(stack: Stack) -> None:
@@ -230,18 +259,3 @@ def test_echo_tool_is_still_sandboxed_beside_sudo_tools(stack: Stack) -> None:
     result = _sudo_dispatcher(stack, FakeSudoGate()).call("echo", {"a": 1}, stack.options())
     assert (result.sandboxed, result.sudo) == (True, False)
     assert not (stack.root / "bin" / "sudo.seen").exists()
-
-
-def test_a_sudo_planted_first_on_path_is_never_run(stack: Stack) -> None:
-    # A tool can write <cwd>/.venv/bin/sudo; with a bare "sudo" in the argv it ran with
-    # the genuine askpass and received the password the person typed for the grant.
-    exe = _sudo_stack(stack)
-    planted = stack.root / "bin"
-    registry = stack.registry()
-    env = {**stack.env, "PATH": f"{planted}:{stack.env.get('PATH', '/usr/bin:/bin')}"}
-    gate = FakeSudoGate(OLLIE_GRANT="grant-7")
-    dispatcher = Dispatcher(registry=lambda: registry, env=env, gate=gate)
-    dispatcher.call("rooty", {}, stack.options())
-    (request,) = gate.requests
-    assert request.argv == (trusted_program("sudo"), "-A", "--", str(exe))
-    assert not (planted / "sudo.seen").exists()

@@ -35,7 +35,7 @@ from registry_core.errors import (
     ToolNotFoundError,
     ToolUnavailableError,
 )
-from registry_core.trusted import trusted_program
+from registry_core.trusted import find_trusted
 
 # --- timeouts and output limits ----------------------------------------------
 
@@ -217,7 +217,7 @@ def test_denied_sudo_request_describes_the_two_gates_chain(stack: Stack) -> None
         dispatcher.call("rooty", {"x": 1}, stack.options())
     (request,) = gate.requests
     assert request.kind is Kind.SUDO
-    assert request.argv == (trusted_program("sudo"), "-A", "--", str(exe))
+    assert request.argv == (find_trusted("sudo"), "-A", "--", str(exe))
     assert request.args == {"x": 1}
     assert request.cwd == str(stack.cwd)
     assert gate.reports == []

@@ -38,9 +38,9 @@ from registry_core.sandbox.contain import find_bwrap
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES, NetworkMode
 
 NO_NAMESPACES = (
-    "namespaces: bwrap (bubblewrap) is not installed: the session D-Bus, X11, ssh-agent, "
-    "tmux and every other socket in /tmp and /run/user stay reachable, the real /tmp is "
-    "shared, and processes may outlive the call"
+    "namespaces: bwrap (bubblewrap) is not installed in a system directory Ollie trusts: "
+    "the session D-Bus, X11, ssh-agent, tmux and every other socket in /tmp and /run/user "
+    "stay reachable, the real /tmp is shared, and processes may outlive the call"
 )
 
 # --- sandbox_path ------------------------------------------------------------------------
@@ -273,7 +273,9 @@ def test_without_bwrap_a_strict_profile_is_refused_word_for_word(stack: Stack) -
     with pytest.raises(NamespacesUnavailableError) as caught:
         _landlock_only(stack).call("victim", {}, stack.options(profile="strict"))
     assert str(caught.value) == (
-        "sandboxed tools run in namespaces built by bwrap, which is not installed: "
+        "sandboxed tools run in namespaces built by bwrap, which is not installed in a "
+        "system directory Ollie trusts (/usr/bin, /bin, /usr/sbin, /sbin, /usr/local/bin; "
+        "the file and its directories root's, writable by root alone): "
         "install the 'bubblewrap' package (apt/dnf install bubblewrap); or set "
         f"'general.best_effort: true' in {stack.profile_path('strict')} to run with "
         "Landlock only"

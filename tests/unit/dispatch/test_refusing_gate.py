@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from registry_core.dispatch.gate import ElevationRequest, Kind, RefusingGate, sudo_argv
-from registry_core.errors import ElevationDeniedError
+from registry_core.dispatch.gate import (
+    ElevationRequest,
+    Kind,
+    RefusingGate,
+    require_askpass,
+    sudo_argv,
+)
+from registry_core.errors import ElevationDeniedError, UntrustedProgramError
+from registry_core.trusted import find_trusted
 
 REQUEST = ElevationRequest("fix-dns", Kind.SUDO, ("sudo", "-A", "--", "/t/fix"), {}, "/work")
 
@@ -28,5 +37,33 @@ def test_the_refusing_gate_has_no_sudo_refusal_to_report() -> None:
 
 
 def test_sudo_reads_the_password_through_askpass_and_ends_its_options() -> None:
-    assert sudo_argv("/t/fix") == ["sudo", "-A", "--", "/t/fix"]
-    assert sudo_argv("/t/-x", sudo="/usr/bin/sudo") == ["/usr/bin/sudo", "-A", "--", "/t/-x"]
+    assert sudo_argv("/t/-x", sudo="/opt/s/sudo") == ["/opt/s/sudo", "-A", "--", "/t/-x"]
+
+
+def test_sudo_is_the_trusted_one_by_its_absolute_path_never_a_bare_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    planted = tmp_path / "sudo"
+    planted.write_text("#!/bin/sh\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    trusted = find_trusted("sudo")
+    if trusted is None:
+        with pytest.raises(UntrustedProgramError) as raised:
+            sudo_argv("/t/fix")
+        assert (raised.value.program, raised.value.package) == ("sudo", "sudo")
+    else:
+        assert sudo_argv("/t/fix") == [trusted, "-A", "--", "/t/fix"]
+    with pytest.raises(UntrustedProgramError):
+        sudo_argv("/t/fix", sudo="sudo")
+
+
+def test_without_ollies_askpass_a_sudo_run_is_refused() -> None:
+    assert require_askpass("/venv/bin/ollie-askpass") == "/venv/bin/ollie-askpass"
+    for missing in (None, ""):
+        with pytest.raises(UntrustedProgramError) as raised:
+            require_askpass(missing)
+        assert str(raised.value) == (
+            "ollie-askpass: not installed next to Ollie's Python interpreter "
+            "(sudo tools need it): install the 'ollie-tray' package"
+        )

@@ -29,6 +29,7 @@ from registry_core.elevation.prompter import (
     Remember,
 )
 from registry_core.registry import Registry, RegistryLoader
+from registry_core.trusted import find_trusted
 
 T = TypeVar("T")
 HOST = "testhost"
@@ -210,7 +211,7 @@ def decide(broker: Broker, setup: Setup, *reqs: m.ElevateRequest) -> list[m.Deci
 
 
 def sudo_request(setup: Setup, rid: m.RequestId = 1, **kw: Any) -> m.ElevateRequest:
-    argv = ("sudo", "-A", "--", setup.exe("rooty"))
+    argv = (find_trusted("sudo") or "/usr/bin/sudo", "-A", "--", setup.exe("rooty"))
     return setup.request("rooty", rid, kind=m.Kind.SUDO, argv=argv, **kw)
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from registry_core import paths
 from registry_core.elevation.assembly import build_broker
 from registry_core.elevation.core import BrokerConfig
 from registry_core.elevation.prompters.select import choose_prompter
+from registry_core.trusted import find_trusted
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -30,11 +33,20 @@ def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def with_zenity(tmp_path: Path) -> dict[str, str]:
+    """A display, and a zenity stand-in first on PATH: never run, never even counted
+    (the dialogs are the trusted programs of the system directories)."""
     (tmp_path / "bin").mkdir()
-    zenity = tmp_path / "bin" / "zenity"  # never started: nothing is asked here
+    zenity = tmp_path / "bin" / "zenity"
     zenity.write_text("#!/bin/sh\nexit 1\n")
     zenity.chmod(0o755)
     return env_for(tmp_path, DISPLAY=":99")
+
+
+def first_trusted_dialog() -> str:
+    found = [name for name in ("kdialog", "zenity") if find_trusted(name)]
+    if not found:
+        pytest.skip("neither kdialog nor zenity is installed in a system directory")
+    return found[0]
 
 
 def test_a_named_front_end_is_the_one_used(tmp_path: Path) -> None:
@@ -42,14 +54,17 @@ def test_a_named_front_end_is_the_one_used(tmp_path: Path) -> None:
     assert build_broker(env, "none").prompter.name == "none"
     zenity = build_broker(env, "zenity").prompter
     assert zenity.name == "zenity"
-    assert zenity.available()  # it looked at the given DISPLAY and PATH, not this process's
+    # It looked at the given DISPLAY (and the system's zenity, not PATH's).
+    assert zenity.available() is (find_trusted("zenity") is not None)
+    assert not build_broker(env_for(tmp_path / "headless"), "zenity").prompter.available()
 
 
 def test_without_a_name_the_first_front_end_that_can_ask(tmp_path: Path) -> None:
-    assert build_broker(with_zenity(tmp_path)).prompter.name == "zenity"
+    assert build_broker(with_zenity(tmp_path)).prompter.name == first_trusted_dialog()
 
 
 def test_without_a_name_and_nobody_to_ask_none(tmp_path: Path) -> None:
+    # No display: no dialog can ask (and the tests have no terminal).
     assert build_broker(env_for(tmp_path)).prompter.name == "none"
 
 

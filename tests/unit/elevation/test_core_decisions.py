@@ -18,6 +18,7 @@ from registry_core.elevation.facts import REQUEST_CODE_TOOL
 from registry_core.elevation.policies import PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
 from registry_core.elevation.prompters.none import NonePrompter
+from registry_core.trusted import find_trusted
 
 # --- remembered policies -------------------------------------------------------------
 
@@ -50,7 +51,9 @@ def test_policy_is_per_kind_and_host(setup: Setup) -> None:
     prompter = FakePrompter([Approval(False), Approval(False)])
     broker = setup.broker(prompter)
     sudo_req = setup.request(
-        "rooty", kind=m.Kind.SUDO, argv=("sudo", "-A", "--", setup.exe("rooty"))
+        "rooty",
+        kind=m.Kind.SUDO,
+        argv=(find_trusted("sudo") or "/usr/bin/sudo", "-A", "--", setup.exe("rooty")),
     )
     remote = setup.request("rooty", 2, host="elsewhere")
     replies = decide(broker, setup, sudo_req, remote)

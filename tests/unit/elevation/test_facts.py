@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from registry_core.elevation.facts import REQUEST_CODE_TOOL, Sha256Cache, gather
 from registry_core.elevation.policies import fd_sha256
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry, RegistryLoader
+from registry_core.trusted import find_trusted
 
 
 def write_tool(directory: Path, name: str, meta: dict[str, Any]) -> Path:
@@ -84,12 +84,11 @@ def test_extra_arguments_are_flagged(registry: Registry, tools: Path) -> None:
 
 def test_sudo_argv_in_the_dispatchers_form_matches(registry: Registry, tools: Path) -> None:
     exe = str(tools / "rooty")
-    facts = gather_facts(registry, request("rooty", ["sudo", "-A", "--", exe], m.Kind.SUDO))
+    sudo = find_trusted("sudo")
+    if sudo is None:
+        pytest.skip("no trusted sudo here")
+    facts = gather_facts(registry, request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO))
     assert facts.mismatches == ()
-    sudo = shutil.which("sudo")
-    if sudo is not None:
-        full = gather_facts(registry, request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO))
-        assert full.mismatches == ()
 
 
 def test_a_fake_sudo_is_flagged(registry: Registry, tools: Path, tmp_path: Path) -> None:
@@ -141,7 +140,7 @@ def test_unknown_hidden_and_broken_tools_raise(registry: Registry) -> None:
 
 
 def bash() -> str:
-    found = shutil.which("bash")
+    found = find_trusted("bash")
     assert found is not None
     return found
 
@@ -296,3 +295,67 @@ def test_what_cannot_be_hashed_is_none(tools: Path, tmp_path: Path) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     assert cache.sha256(str(fifo)) is None
+
+
+# --- argv[0] is the broker's own trusted program, by its absolute path -------------------
+
+
+def planted_first_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str) -> Path:
+    """``<tmp>/x/name`` first on the broker's own PATH: what ``shutil.which`` would find."""
+    fake = tmp_path / "x" / name
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    return fake
+
+
+def test_the_broker_refuses_a_bare_or_planted_sudo(
+    registry: Registry, tools: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A bare name runs whatever the requester's PATH finds first: not the broker's word.
+    fake = planted_first_on_path(tmp_path, monkeypatch, "sudo")
+    exe = str(tools / "rooty")
+    for sudo in ("sudo", str(fake), "/tmp/x/sudo", "./sudo"):
+        facts = gather_facts(registry, request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO))
+        assert len(facts.mismatches) == 1, sudo
+        assert repr(sudo) in facts.mismatches[0]
+
+
+def test_the_broker_accepts_exactly_its_own_trusted_sudo(
+    registry: Registry, tools: Path, tmp_path: Path
+) -> None:
+    exe = str(tools / "rooty")
+    injected = str(tmp_path / "the-one" / "sudo")
+
+    def find(name: str) -> str | None:
+        return injected if name == "sudo" else None
+
+    def mismatches(sudo: str) -> tuple[str, ...]:
+        req = request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO)
+        return gather_facts(registry, req, find_program=find).mismatches
+
+    assert mismatches(injected) == ()
+    # Another name of the same file is still another path: exactly the one found.
+    assert mismatches(f"{tmp_path}/the-one/./sudo")
+    assert mismatches("/usr/bin/sudo")
+
+
+def test_without_a_trusted_sudo_every_sudo_request_is_flagged(
+    registry: Registry, tools: Path
+) -> None:
+    exe = str(tools / "rooty")
+    req = request("rooty", ["/usr/bin/sudo", "-A", "--", exe], m.Kind.SUDO)
+    facts = gather_facts(registry, req, find_program=lambda name: None)
+    assert any("sudo" in x and "not installed" in x for x in facts.mismatches)
+
+
+def test_the_broker_refuses_a_bare_or_planted_bash_for_code(
+    registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = planted_first_on_path(tmp_path, monkeypatch, "bash")
+    for shell in ("bash", str(fake)):
+        req = request(REQUEST_CODE_TOOL, [shell, "-c", "x"], code="x")
+        facts = gather_facts(registry, req)
+        assert facts.mismatches == (f"argv {[shell, '-c', 'x']!r} is not bash -c <code>",)
+        assert facts.executable == os.path.realpath(bash())

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from registry_core.elevation import messages as m
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, Sha256Cache, gather_facts
 from registry_core.elevation.policies import fd_sha256
 from registry_core.registry import RegistryLoader
+from registry_core.trusted import find_trusted
 
 CODE = "id -u"
 
@@ -42,71 +42,93 @@ def sha(path: Path | str) -> str:
 
 
 def test_code_facts_describe_the_request_word_for_word() -> None:
-    bash = shutil.which("bash")
+    bash = find_trusted("bash")
     assert bash is not None
     got = gather_facts(RegistryLoader([], {}).load(), code_request([bash, "-c", CODE]))
     assert got.description == "Run bash code outside the sandbox (ollie-core x/elevate plugin)."
     assert got.variant is None
 
 
-def test_code_runs_the_bash_the_brokers_path_finds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_code_runs_the_bash_the_brokers_lookup_finds(tmp_path: Path) -> None:
     own = program(tmp_path / "bin", "bash", "#!/bin/sh\necho a bash of our own\n")
-    monkeypatch.setenv("PATH", str(own.parent))
     registry = RegistryLoader([], {}).load()
-    got = gather_facts(registry, code_request([str(own), "-c", CODE]))
+
+    def find(name: str) -> str | None:
+        return str(own) if name == "bash" else None
+
+    got = gather_facts(registry, code_request([str(own), "-c", CODE]), find_program=find)
     assert (got.executable, got.sha256, got.mismatches) == (str(own), sha(own), ())
     # The system's bash is another file now: not the one the broker would run.
-    other = gather_facts(registry, code_request(["/usr/bin/bash", "-c", CODE]))
+    other = gather_facts(registry, code_request(["/usr/bin/bash", "-c", CODE]), find_program=find)
     assert other.executable == str(own)
     assert other.mismatches == (f"argv {['/usr/bin/bash', '-c', CODE]!r} is not bash -c <code>",)
 
 
-def test_without_bash_on_its_path_the_broker_runs_bin_bash(
+def test_the_brokers_bash_ignores_its_own_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "empty").mkdir()
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert shutil.which("bash") is None
-    real = os.path.realpath("/bin/bash")
-    got = gather_facts(RegistryLoader([], {}).load(), code_request(["/bin/bash", "-c", CODE]))
+    planted = program(tmp_path / "bin", "bash")
+    monkeypatch.setenv("PATH", str(planted.parent))
+    trusted = find_trusted("bash")
+    assert trusted is not None
+    real = os.path.realpath(trusted)
+    got = gather_facts(RegistryLoader([], {}).load(), code_request([trusted, "-c", CODE]))
     assert (got.executable, got.sha256, got.mismatches) == (real, sha(real), ())
+    planted_argv = [str(planted), "-c", CODE]
+    refused = gather_facts(RegistryLoader([], {}).load(), code_request(planted_argv))
+    assert refused.mismatches == (f"argv {planted_argv!r} is not bash -c <code>",)
 
 
-def test_sudo_is_the_one_the_brokers_path_finds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_without_a_trusted_bash_code_is_flagged_word_for_word() -> None:
+    argv = ["/usr/bin/bash", "-c", CODE]
+    got = gather_facts(
+        RegistryLoader([], {}).load(), code_request(argv), find_program=lambda name: None
+    )
+    assert (got.executable, got.sha256) == (None, None)
+    assert got.mismatches == (
+        "bash is not installed in a system directory this broker trusts",
+        f"argv {argv!r} is not bash -c <code>",
+    )
+
+
+def test_sudo_is_exactly_the_one_the_brokers_lookup_finds(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
     exe = program(tools, "rooty")
     (tools / "rooty.meta").write_text(json.dumps({"description": "Root.", "sudo": True}))
     registry = RegistryLoader([tools], {"PATH": "/usr/bin:/bin"}).load()
     own = program(tmp_path / "bin", "sudo")
-    monkeypatch.setenv("PATH", str(own.parent))
 
-    def mismatches(sudo: str) -> tuple[str, ...]:
+    def mismatches(sudo: str, found: str | None = str(own)) -> tuple[str, ...]:
         argv = (sudo, "-A", "--", str(exe))
         req = m.ElevateRequest(id=1, tool="rooty", kind=m.Kind.SUDO, argv=argv, args={}, cwd="/")
-        return gather_facts(registry, req).mismatches
+        return gather_facts(registry, req, find_program=lambda name: found).mismatches
 
     assert mismatches(str(own)) == ()
-    assert mismatches("sudo") == ()
-    expected = f"the registry would run {['sudo', '-A', '--', str(exe)]!r}"
-    assert mismatches("/usr/bin/sudo") == (
-        f"requested argv {['/usr/bin/sudo', '-A', '--', str(exe)]!r}; {expected}",
+    for other in ("sudo", "/usr/bin/sudo"):
+        expected = f"the registry would run {[str(own), '-A', '--', str(exe)]!r}"
+        assert mismatches(other) == (
+            f"requested argv {[other, '-A', '--', str(exe)]!r}; {expected}",
+        )
+    assert mismatches("/usr/bin/sudo", None) == (
+        "sudo is not installed in a system directory this broker trusts",
+        f"requested argv {['/usr/bin/sudo', '-A', '--', str(exe)]!r}; "
+        f"the registry would run {['sudo', '-A', '--', str(exe)]!r}",
     )
 
 
-def test_without_sudo_on_its_path_the_broker_expects_usr_bin_sudo(
+def test_the_brokers_sudo_ignores_its_own_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tools = tmp_path / "tools"
     exe = program(tools, "rooty")
     (tools / "rooty.meta").write_text(json.dumps({"description": "Root.", "sudo": True}))
     registry = RegistryLoader([tools], {"PATH": "/usr/bin:/bin"}).load()
-    (tmp_path / "empty").mkdir()
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    for sudo, found in (("/usr/bin/sudo", True), ("/usr/local/bin/sudo", False)):
+    planted = program(tmp_path / "bin", "sudo")
+    monkeypatch.setenv("PATH", str(planted.parent))
+    trusted = find_trusted("sudo")
+    if trusted is None:
+        pytest.skip("no trusted sudo here")
+    for sudo, found in ((trusted, True), (str(planted), False), ("sudo", False)):
         argv = (sudo, "-A", "--", str(exe))
         req = m.ElevateRequest(id=1, tool="rooty", kind=m.Kind.SUDO, argv=argv, args={}, cwd="/")
         assert (gather_facts(registry, req).mismatches == ()) is found, sudo
@@ -138,18 +160,21 @@ def mismatches_of(
 def test_every_local_mismatch_word_for_word(local_tools: tuple[RegistryLoader, Path]) -> None:
     _, tools = local_tools
     greet, rooty = str(tools / "greet"), str(tools / "rooty")
+    sudo = find_trusted("sudo")
+    if sudo is None:
+        pytest.skip("no trusted sudo here")
     assert mismatches_of(local_tools, "greet", [greet], code="id") == (
         "a code field was sent for a registry tool",
     )
-    assert mismatches_of(local_tools, "greet", ["sudo", "-A", "--", greet], m.Kind.SUDO) == (
+    assert mismatches_of(local_tools, "greet", [sudo, "-A", "--", greet], m.Kind.SUDO) == (
         "asks to run as root, but the tool does not declare sudo: true",
     )
     assert mismatches_of(local_tools, "rooty", [rooty]) == (
         "the tool declares sudo: true but the request asks only to leave the sandbox",
     )
-    argv = ["sudo", "-A", "--", "/bin/true"]
+    argv = [sudo, "-A", "--", "/bin/true"]
     assert mismatches_of(local_tools, "rooty", argv, m.Kind.SUDO) == (
-        f"requested argv {argv!r}; the registry would run {['sudo', '-A', '--', rooty]!r}",
+        f"requested argv {argv!r}; the registry would run {[sudo, '-A', '--', rooty]!r}",
     )
     assert mismatches_of(local_tools, "greet", ["/bin/true"]) == (
         f"requested argv {['/bin/true']!r}; the registry would run {[greet]!r}",

@@ -162,19 +162,32 @@ def test_a_forwarded_sudo_request_is_checked_in_the_dispatchers_form(
     remote_registry: Registry,
 ) -> None:
     program = f"{REMOTE}/rooty"
-    # The remote host's own sudo: any path of that name (it is a file over there).
-    for sudo in ("sudo", "/usr/bin/sudo", "/opt/remote/bin/sudo"):
+    # The remote host's own sudo, a file over there: a name in a system directory.
+    for sudo in (
+        "/usr/bin/sudo",
+        "/bin/sudo",
+        "/usr/sbin/sudo",
+        "/sbin/sudo",
+        "/usr/local/bin/sudo",
+    ):
         assert forwarded(remote_registry, "rooty", [sudo, "-A", "--", program], m.Kind.SUDO) == ()
     where = f"{REMOTE}/(rooty or a cmd of its .meta)"
+    sudo_there = "(/usr/bin, /bin, /usr/sbin, /sbin or /usr/local/bin)/sudo"
     for argv in (
         ["doas", "-A", "--", program],
-        ["sudo", "-S", "--", program],
-        ["sudo", "-A", "-E", program],
-        ["sudo", "-A", "--", "/tmp/rooty"],
-        ["sudo", "-A", "--", program, "-x"],
-        ["sudo", "-A", "--"],
+        # A bare name runs what the remote requester's PATH finds; the others are
+        # files a tool there may have written.
+        ["sudo", "-A", "--", program],
+        ["/opt/remote/bin/sudo", "-A", "--", program],
+        ["/tmp/x/sudo", "-A", "--", program],
+        ["/usr/bin/../../tmp/sudo", "-A", "--", program],
+        ["/usr/bin/./sudo", "-A", "--", program],
+        ["/usr/bin/sudo", "-S", "--", program],
+        ["/usr/bin/sudo", "-A", "-E", program],
+        ["/usr/bin/sudo", "-A", "--", "/tmp/rooty"],
+        ["/usr/bin/sudo", "-A", "--", program, "-x"],
+        ["/usr/bin/sudo", "-A", "--"],
     ):
-        expected = (
-            f"requested argv {argv!r}; the registry would run ['sudo', '-A', '--', {where!r}]"
-        )
+        would_run = [sudo_there, "-A", "--", where]
+        expected = f"requested argv {argv!r}; the registry would run {would_run!r}"
         assert forwarded(remote_registry, "rooty", argv, m.Kind.SUDO) == (expected,), argv

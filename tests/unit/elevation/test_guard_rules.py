@@ -20,6 +20,7 @@ from registry_core.elevation.facts import gather_facts
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.policy_file import iso_time
 from registry_core.elevation.prompter import Approval, Remember
+from registry_core.trusted import find_trusted
 
 # --- a sudo request must name the registry's executable ------------------------------
 
@@ -31,7 +32,7 @@ from registry_core.elevation.prompter import Approval, Remember
 def test_a_sudo_target_other_than_the_registrys_executable_is_a_mismatch(
     setup: Setup, target: str
 ) -> None:
-    argv = ("sudo", "-A", "--", target.format(exe=setup.exe("rooty")))
+    argv = (find_trusted("sudo") or "sudo", "-A", "--", target.format(exe=setup.exe("rooty")))
     req = setup.request("rooty", kind=m.Kind.SUDO, argv=argv)
     facts = gather_facts(setup.loader.load(), req)
     assert any("the registry would run" in x for x in facts.mismatches), facts.mismatches

@@ -171,7 +171,7 @@ def test_remote_sudo_asks_for_the_remote_accounts_password(tmp_path: Path, tools
     requester = remote("laptop")
 
     async def scenario() -> m.Reply:
-        argv = ["sudo", "-A", "--", f"{REMOTE_TOOLS}/rooty"]
+        argv = ["/usr/bin/sudo", "-A", "--", f"{REMOTE_TOOLS}/rooty"]
         decision = await b.elevate(elevate("rooty", argv, kind=m.Kind.SUDO), requester)
         assert decision.grant is not None and not prompter.asked[0].mismatches
         ask = m.AskpassRequest(id=2, grant=decision.grant, prompt="[sudo] password: ", attempt=1)

@@ -230,9 +230,10 @@ def test_the_whole_text_without_namespaces_on_an_old_kernel(tmp_path: Path) -> N
     )
     assert before.startswith("Profile:      demo (/p/demo.yaml)\nLandlock:     ABI 2\n")
     assert text.split("\nNot enforced:\n")[1].split("\n\n")[0] == (
-        "  namespaces    bwrap (bubblewrap) is not installed: the session D-Bus, X11, ssh-agent, "
-        "tmux and every other socket in /tmp and /run/user stay reachable, the real /tmp is "
-        "shared, and processes may outlive the call\n"
+        "  namespaces    bwrap (bubblewrap) is not installed in a system directory Ollie "
+        "trusts: the session D-Bus, X11, ssh-agent, tmux and every other socket in /tmp and "
+        "/run/user stay reachable, the real /tmp is shared, and processes may outlive the "
+        "call\n"
         "  truncate      truncate(2) of files is not restricted (needs ABI 3)\n"
         "  tcp           TCP bind/connect restrictions are not enforced (needs ABI 4)\n"
         "  ioctl_dev     ioctl(2) on device files is not restricted (needs ABI 5)\n"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from registry_core.sandbox.ldd import LddResolver, LddResult, parse_ldd_output
+from registry_core.trusted import find_trusted
 
 SAMPLE = """\
 \tlinux-vdso.so.1 (0x00007ffd2b3f1000)
@@ -71,9 +71,20 @@ def test_resolver_failure_raises_oserror(tmp_path: Path) -> None:
         LddResolver(fake)(str(target))
 
 
-@pytest.mark.skipif(shutil.which("ldd") is None, reason="no ldd on this host")
+@pytest.mark.skipif(find_trusted("ldd") is None, reason="no trusted ldd on this host")
 def test_real_ldd_on_sh() -> None:
     result = LddResolver()("/bin/sh")
+    assert any("libc" in library for library in result.libraries)
+
+
+@pytest.mark.skipif(find_trusted("ldd") is None, reason="no trusted ldd on this host")
+def test_an_ldd_first_on_path_is_never_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "planted-ran"
+    (tmp_path / "bin").mkdir()
+    write_fake_ldd(tmp_path / "bin" / "ldd", f"touch {marker}")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    result = LddResolver()("/bin/sh")
+    assert not marker.exists()
     assert any("libc" in library for library in result.libraries)
 
 

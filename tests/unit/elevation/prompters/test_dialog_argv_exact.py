@@ -40,13 +40,13 @@ LONG_CODE = "\n".join(f"echo step {i} <&>" for i in range(40))
 @pytest.fixture
 def kdialog(tmp_path: Path) -> tuple[FakeDialog, KDialogPrompter]:
     fake = FakeDialog(tmp_path, "kdialog")
-    return fake, KDialogPrompter(fake.env)
+    return fake, KDialogPrompter(fake.env, binary=fake.program)
 
 
 @pytest.fixture
 def zenity_(tmp_path: Path) -> tuple[FakeDialog, ZenityPrompter]:
     fake = FakeDialog(tmp_path, "zenity")
-    return fake, ZenityPrompter(fake.env)
+    return fake, ZenityPrompter(fake.env, binary=fake.program)
 
 
 def withdrawn_while_asking_how_long(

@@ -32,6 +32,7 @@ from registry_core.elevation.prompters import (
 from registry_core.elevation.prompters.kdialog import KDialogPrompter
 from registry_core.elevation.prompters.text import Limits
 from registry_core.elevation.prompters.zenity import ZenityPrompter
+from registry_core.trusted import find_trusted
 
 TIMEOUT = 10.0
 
@@ -46,19 +47,33 @@ def script(directory: Path, name: str, body: str) -> Path:
 
 
 def dialogs(bin_dir: Path, program: str = "fakedialog") -> DialogProcesses:
-    return DialogProcesses(program, {"PATH": str(bin_dir), "DISPLAY": ":1"})
+    """The stand-in ``bin_dir/program``, injected by its absolute path (as the
+    front-ends pass the trusted program); its directory is on PATH too, unused."""
+    return DialogProcesses(str(bin_dir / program), {"PATH": str(bin_dir), "DISPLAY": ":1"})
 
 
 def show(processes: DialogProcesses, *args: str, stdin: bytes | None = None) -> DialogOutcome:
     return asyncio.run(asyncio.wait_for(processes.run(["req-1"], args, stdin), TIMEOUT))
 
 
-def test_a_program_not_on_path_could_not_be_started(tmp_path: Path) -> None:
+def test_a_program_not_installed_where_ollie_trusts_could_not_be_started(tmp_path: Path) -> None:
+    script(tmp_path / "bin", "ollie-no-such-dialog", "pass")  # on PATH, never looked at
+    processes = DialogProcesses("ollie-no-such-dialog", {"PATH": str(tmp_path / "bin")})
+    with pytest.raises(DialogError) as raised:
+        show(processes)
+    error = raised.value
+    detail = "not installed in /usr/bin, /bin, /usr/sbin, /sbin, /usr/local/bin"
+    assert str(error) == f"ollie-no-such-dialog could not be started: {detail}"
+    assert (error.program, error.status, error.detail) == ("ollie-no-such-dialog", None, detail)
+
+
+def test_a_missing_program_named_by_its_path_could_not_be_started(tmp_path: Path) -> None:
     with pytest.raises(DialogError) as raised:
         show(dialogs(tmp_path, "kdialog"))
     error = raised.value
-    assert str(error) == "kdialog could not be started: not found on PATH"
-    assert (error.program, error.status, error.detail) == ("kdialog", None, "not found on PATH")
+    program = str(tmp_path / "kdialog")
+    assert str(error) == f"{program} could not be started: not an executable file"
+    assert (error.program, error.status, error.detail) == (program, None, "not an executable file")
 
 
 def test_a_program_the_kernel_cannot_run_could_not_be_started(tmp_path: Path) -> None:
@@ -70,9 +85,9 @@ def test_a_program_the_kernel_cannot_run_could_not_be_started(tmp_path: Path) ->
     with pytest.raises(DialogError) as raised:
         show(processes)
     reason = f"[Errno 2] No such file or directory: '{program}'"
-    assert str(raised.value) == f"fakedialog could not be started: {reason}"
+    assert str(raised.value) == f"{program} could not be started: {reason}"
     assert (raised.value.program, raised.value.status, raised.value.detail) == (
-        "fakedialog",
+        str(program),
         None,
         reason,
     )
@@ -80,11 +95,11 @@ def test_a_program_the_kernel_cannot_run_could_not_be_started(tmp_path: Path) ->
 
 
 def test_a_failure_without_stderr_names_its_status_alone(tmp_path: Path) -> None:
-    script(tmp_path / "bin", "fakedialog", "sys.exit(3)")
+    program = str(script(tmp_path / "bin", "fakedialog", "sys.exit(3)"))
     with pytest.raises(DialogError) as raised:
         show(dialogs(tmp_path / "bin"))
-    assert str(raised.value) == "fakedialog failed with status 3"
-    assert (raised.value.program, raised.value.status, raised.value.detail) == ("fakedialog", 3, "")
+    assert str(raised.value) == f"{program} failed with status 3"
+    assert (raised.value.program, raised.value.status, raised.value.detail) == (program, 3, "")
 
 
 def test_a_failure_names_its_status_and_the_end_of_its_stderr(tmp_path: Path) -> None:
@@ -96,7 +111,8 @@ def test_a_failure_names_its_status_and_the_end_of_its_stderr(tmp_path: Path) ->
     with pytest.raises(DialogError) as raised:
         show(dialogs(tmp_path / "bin"))
     tail = ("x" * 500 + "cannot open display")[-400:]
-    assert str(raised.value) == f"fakedialog failed with status 3: {tail}"
+    program = tmp_path / "bin" / "fakedialog"
+    assert str(raised.value) == f"{program} failed with status 3: {tail}"
     assert raised.value.detail == tail
 
 
@@ -122,16 +138,17 @@ def test_a_program_named_by_its_absolute_path_is_used_as_it_is(tmp_path: Path) -
     assert not processes.available()
 
 
-def test_the_program_is_looked_up_on_the_dialogs_path_only(
+def test_a_bare_name_is_never_looked_up_on_any_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     script(tmp_path / "bin", "fakedialog", "pass")
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-    without_path = DialogProcesses("fakedialog", {"DISPLAY": ":1"})  # the default path, then
-    assert without_path.which() is None
-    assert DialogProcesses("fakedialog", {"PATH": str(tmp_path / "bin")}).which() == str(
-        tmp_path / "bin" / "fakedialog"
-    )
+    assert DialogProcesses("fakedialog", {"DISPLAY": ":1"}).which() is None
+    env = {"PATH": str(tmp_path / "bin"), "DISPLAY": ":1"}
+    assert DialogProcesses("fakedialog", env).which() is None
+    assert not DialogProcesses("fakedialog", env).available()
+    # A name a system directory holds, root's: that file, whatever PATH says.
+    assert DialogProcesses("sh", env).which() == find_trusted("sh")
 
 
 def test_the_dialog_leads_a_session_of_its_own(tmp_path: Path) -> None:
@@ -202,7 +219,8 @@ def test_stderr_that_is_not_utf8_is_still_reported(tmp_path: Path) -> None:
     )
     with pytest.raises(DialogError) as raised:
         show(dialogs(tmp_path / "bin"))
-    assert str(raised.value) == "fakedialog failed with status 4: bad \ufffd byte"
+    program = tmp_path / "bin" / "fakedialog"
+    assert str(raised.value) == f"{program} failed with status 4: bad \ufffd byte"
 
 
 def test_a_request_keeps_its_other_dialog_when_one_ends(tmp_path: Path) -> None:
@@ -245,8 +263,8 @@ STUBBORN = (
 def stubborn(tmp_path: Path) -> tuple[DialogProcesses, Path]:
     script(tmp_path / "bin", "fakedialog", STUBBORN)
     ready = tmp_path / "ready"
-    env = {"PATH": str(tmp_path / "bin"), "DISPLAY": ":1", "READY": str(ready)}
-    return DialogProcesses("fakedialog", env), ready
+    env = {"DISPLAY": ":1", "READY": str(ready)}
+    return DialogProcesses(str(tmp_path / "bin" / "fakedialog"), env), ready
 
 
 async def started(ready: Path, processes: DialogProcesses) -> int:
@@ -332,7 +350,7 @@ def test_a_front_end_shows_what_its_limits_allow(tmp_path: Path, name: str) -> N
     fake = FakeDialog(tmp_path, name)
     fake.answer({"status": 1})
     front_end = KDialogPrompter if name == "kdialog" else ZenityPrompter
-    prompter = front_end(fake.env, limits=Limits(args_lines=300))
+    prompter = front_end(fake.env, binary=fake.program, limits=Limits(args_lines=300))
     request = make_request(args={f"a{i:03}": "v" for i in range(300)})
     asyncio.run(asyncio.wait_for(prompter.ask_approval(request), TIMEOUT))
     (call,) = fake.calls()
@@ -349,7 +367,6 @@ def test_a_front_end_runs_the_binary_it_is_given(tmp_path: Path, name: str) -> N
     elsewhere.parent.mkdir()
     (tmp_path / "bin" / name).rename(elsewhere)  # not on PATH under its own name
     front_end = KDialogPrompter if name == "kdialog" else ZenityPrompter
-    assert not front_end(fake.env).available()
     prompter = front_end(fake.env, binary=str(elsewhere))
     assert prompter.available()
     assert prompter.name == name
@@ -361,13 +378,14 @@ def test_a_front_end_runs_the_binary_it_is_given(tmp_path: Path, name: str) -> N
 def test_without_an_environment_the_broker_s_own_is_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    script(tmp_path / "bin", "fakedialog", "print(os.environ['MARK'], os.environ['LC_CTYPE'])")
-    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    program = script(
+        tmp_path / "bin", "fakedialog", "print(os.environ['MARK'], os.environ['LC_CTYPE'])"
+    )
     monkeypatch.setenv("MARK", "from-the-broker")
     for name in ("LC_ALL", "LC_CTYPE", "LANG"):
         monkeypatch.delenv(name, raising=False)
-    processes = DialogProcesses("fakedialog")
-    assert processes.which() == str(tmp_path / "bin" / "fakedialog")
+    processes = DialogProcesses(str(program))
+    assert processes.which() == str(program)
     assert show(processes).text() == "from-the-broker C.UTF-8"
     assert "LC_CTYPE" not in os.environ  # a copy was changed, not the broker's own
 

@@ -72,6 +72,9 @@ class FakeDialog:
         script = bin_dir / program
         script.write_text(FAKE_PROGRAM.format(python=sys.executable))
         script.chmod(0o755)
+        # The program is injected by its absolute path (as production code passes the
+        # trusted one); the dialog's PATH holds it too, and is never looked at.
+        self.program = str(script)
         self.env = {"PATH": str(bin_dir), "DISPLAY": ":99", "FAKE_DIALOG_DIR": str(self.state)}
         self.answer()
 
@@ -137,7 +140,7 @@ def gone(pid: int) -> bool:
 @pytest.fixture(params=sorted(FRONT_ENDS))
 def front_end(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[FakeDialog, DialogPrompter]:
     fake = FakeDialog(tmp_path, request.param)
-    return fake, FRONT_ENDS[request.param](fake.env)
+    return fake, FRONT_ENDS[request.param](fake.env, binary=fake.program)
 
 
 # --- both front-ends ---------------------------------------------------------------------
@@ -150,16 +153,17 @@ def test_protocol_and_availability(
     assert isinstance(prompter, Prompter)
     assert prompter.available()
     no_display = {k: v for k, v in fake.env.items() if k != "DISPLAY"}
-    assert not type(prompter)(no_display).available()
+    assert not type(prompter)(no_display, binary=fake.program).available()
     wayland = {**no_display, "WAYLAND_DISPLAY": "wayland-0"}
-    assert type(prompter)(wayland).available()
+    assert type(prompter)(wayland, binary=fake.program).available()
 
 
 @pytest.mark.parametrize("name", sorted(FRONT_ENDS))
 def test_missing_program(tmp_path: Path, name: str) -> None:
-    prompter = FRONT_ENDS[name]({"PATH": str(tmp_path), "DISPLAY": ":1"})
+    missing = str(tmp_path / name)
+    prompter = FRONT_ENDS[name]({"PATH": str(tmp_path), "DISPLAY": ":1"}, binary=missing)
     assert not prompter.available()
-    with pytest.raises(DialogError, match="not found on PATH"):
+    with pytest.raises(DialogError, match="not an executable file"):
         run(lambda: prompter.ask_approval(make_request()))
 
 
@@ -350,7 +354,7 @@ def test_with_utf8_locale(env: dict[str, str], expected: dict[str, str]) -> None
 @pytest.fixture
 def kdialog(tmp_path: Path) -> tuple[FakeDialog, KDialogPrompter]:
     fake = FakeDialog(tmp_path, "kdialog")
-    return fake, KDialogPrompter(fake.env)
+    return fake, KDialogPrompter(fake.env, binary=fake.program)
 
 
 def test_kdialog_arguments(kdialog: tuple[FakeDialog, KDialogPrompter]) -> None:
@@ -421,7 +425,7 @@ def test_kdialog_password_arguments(kdialog: tuple[FakeDialog, KDialogPrompter])
 @pytest.fixture
 def zenity(tmp_path: Path) -> tuple[FakeDialog, ZenityPrompter]:
     fake = FakeDialog(tmp_path, "zenity")
-    return fake, ZenityPrompter(fake.env)
+    return fake, ZenityPrompter(fake.env, binary=fake.program)
 
 
 def test_zenity_arguments(zenity: tuple[FakeDialog, ZenityPrompter]) -> None:

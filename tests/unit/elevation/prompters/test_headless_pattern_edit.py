@@ -132,7 +132,9 @@ def test_terminal_shows_no_field_for_a_multi_line_exact_command(pty: Pty) -> Non
 
 def _dialog(tmp_path: Path, name: str) -> tuple[FakeDialog, KDialogPrompter | ZenityPrompter]:
     fake = FakeDialog(tmp_path, name)
-    return fake, (KDialogPrompter if name == "kdialog" else ZenityPrompter)(fake.env)
+    return fake, (KDialogPrompter if name == "kdialog" else ZenityPrompter)(
+        fake.env, binary=fake.program
+    )
 
 
 def _approve_always(name: str) -> list[dict[str, Any]]:

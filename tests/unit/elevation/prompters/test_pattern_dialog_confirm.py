@@ -34,7 +34,7 @@ def confirm(
 ) -> tuple[Approval, list[list[str]]]:
     fake = FakeDialog(tmp_path, "fakedialog")
     fake.answer(*answers)
-    dialogs = DialogProcesses("fakedialog", fake.env)
+    dialogs = DialogProcesses(fake.program, fake.env)
     request = request or edit_request()
     approval = run(lambda: confirm_pattern(dialogs, request, ALWAYS, entry, "fakedialog"))
     return approval, [call["argv"] for call in fake.calls()]
@@ -82,9 +82,9 @@ def test_cancel_remembers_nothing_and_names_the_program(tmp_path: Path) -> None:
 
 def test_an_answer_that_is_not_utf8_remembers_nothing(tmp_path: Path) -> None:
     fake = FakeDialog(tmp_path, "fakedialog")
-    script = Path(fake.env["PATH"]) / "fakedialog"
+    script = Path(fake.program)
     script.write_text(f"#!{sys.executable}\nimport os\nos.write(1, b'\\xff/x\\n')\n")
-    dialogs = DialogProcesses("fakedialog", fake.env)
+    dialogs = DialogProcesses(fake.program, fake.env)
     approval = run(lambda: confirm_pattern(dialogs, edit_request(), ALWAYS, entry, "fakedialog"))
     assert approval == Approval(
         True,
@@ -96,7 +96,7 @@ def test_an_answer_that_is_not_utf8_remembers_nothing(tmp_path: Path) -> None:
 def test_a_withdrawn_entry_is_the_withdrawn_denial(tmp_path: Path) -> None:
     fake = FakeDialog(tmp_path, "fakedialog")
     fake.answer({"hang": True})
-    dialogs = DialogProcesses("fakedialog", fake.env)
+    dialogs = DialogProcesses(fake.program, fake.env)
     request = edit_request()
 
     async def scenario() -> Approval:
@@ -123,7 +123,7 @@ def test_nothing_is_asked_when_there_is_no_pattern_to_confirm(
     tmp_path: Path, request_: ApprovalRequest, approval: Approval
 ) -> None:
     fake = FakeDialog(tmp_path, "fakedialog")
-    dialogs = DialogProcesses("fakedialog", fake.env)
+    dialogs = DialogProcesses(fake.program, fake.env)
     assert (
         run(lambda: confirm_pattern(dialogs, request_, approval, entry, "fakedialog")) is approval
     )

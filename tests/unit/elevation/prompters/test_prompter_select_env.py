@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_prompter_select import make_env
+from test_prompter_select import make_env, programs_in
 
 from registry_core.elevation.prompters.kdialog import KDialogPrompter
 from registry_core.elevation.prompters.select import choose_prompter, fallback_chain, is_kde
@@ -25,9 +25,11 @@ def tty() -> Iterator[str]:
 
 @pytest.mark.parametrize("name", ["kdialog", "zenity"])
 def test_a_named_dialog_front_end_uses_the_given_environment(tmp_path: Path, name: str) -> None:
-    prompter = choose_prompter(name, make_env(tmp_path, name))
-    assert prompter.available()  # found on the given PATH with the given DISPLAY
-    assert not choose_prompter(name, make_env(tmp_path, display=None)).available()
+    find = programs_in(tmp_path)
+    prompter = choose_prompter(name, make_env(tmp_path, name), find_program=find)
+    assert prompter.available()  # the injected program, with the given DISPLAY
+    headless = make_env(tmp_path, display=None)
+    assert not choose_prompter(name, headless, find_program=find).available()
 
 
 def test_the_terminal_front_end_uses_the_given_terminal(tmp_path: Path, tty: str) -> None:
@@ -46,22 +48,28 @@ def test_without_an_environment_the_process_environment_is_used(
     for name in ("PATH", "DISPLAY", "XDG_CURRENT_DESKTOP"):
         monkeypatch.setenv(name, env[name])
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    assert isinstance(choose_prompter("auto", tty_path=tty), KDialogPrompter)
-    assert choose_prompter("zenity").available()
-    assert [p.name for p in fallback_chain(tty_path=tty)] == ["kdialog", "zenity", "terminal"]
-    assert isinstance(choose_prompter("auto", {}, tty_path=tty), TerminalPrompter)
-    assert [p.name for p in fallback_chain({}, tty_path=tty)] == ["terminal"]
+    find = programs_in(tmp_path)
+    assert isinstance(choose_prompter("auto", tty_path=tty, find_program=find), KDialogPrompter)
+    assert choose_prompter("zenity", find_program=find).available()
+    chain = fallback_chain(tty_path=tty, find_program=find)
+    assert [p.name for p in chain] == ["kdialog", "zenity", "terminal"]
+    assert isinstance(
+        choose_prompter("auto", {}, tty_path=tty, find_program=find), TerminalPrompter
+    )
+    assert [p.name for p in fallback_chain({}, tty_path=tty, find_program=find)] == ["terminal"]
 
 
 def test_auto_without_dialogs_uses_the_given_terminal(tmp_path: Path, tty: str) -> None:
-    prompter = choose_prompter("auto", make_env(tmp_path), tty_path=tty)
+    find = programs_in(tmp_path)
+    prompter = choose_prompter("auto", make_env(tmp_path), tty_path=tty, find_program=find)
     assert isinstance(prompter, TerminalPrompter)
     assert prompter.tty_path == tty
 
 
 def test_auto_on_kde_without_kdialog_takes_zenity(tmp_path: Path, tty: str) -> None:
     env = make_env(tmp_path, "zenity", XDG_CURRENT_DESKTOP="KDE")
-    assert isinstance(choose_prompter("auto", env, tty_path=tty), ZenityPrompter)
+    find = programs_in(tmp_path)
+    assert isinstance(choose_prompter("auto", env, tty_path=tty, find_program=find), ZenityPrompter)
 
 
 def test_an_unknown_name_is_refused_word_for_word(tmp_path: Path) -> None:
