@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLineEdit, QVBoxLayout, QWidget
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
+from registry_core.elevation.action_flow import DETAIL_DIFFERS
 from registry_core.elevation.messages import ActionDisplay, PatternKind
 from registry_core.elevation.prompter import ApprovalRequest
 
@@ -82,19 +83,41 @@ class ActionDetailsView(QWidget):
         column.addLayout(form)
 
         self.detail_box: t.MonoBox | None = None
+        self.description_box: t.MonoBox | None = None
         self.diff_highlighter: DiffHighlighter | None = None
-        detail = action.detail if action.detail is not None else action.command
-        if detail is not None:
-            title = {
-                ActionDisplay.DIFF: "The edit (diff)",
-                ActionDisplay.COMMAND: "The command",
-            }.get(action.display or ActionDisplay.TEXT, "Details")
-            column.addWidget(c.section_title(title))
-            self.detail_box = t.MonoBox(c.visible(detail, multiline=True), title, max_lines=16)
-            if action.display is ActionDisplay.DIFF:
-                self.diff_highlighter = DiffHighlighter(self.detail_box.document())
-                self.diff_highlighter.rehighlight()  # now, not on the next loop turn
+        if action.detail_differs and action.command is not None:
+            # What runs, and what a rule would cover, is the command: it comes first;
+            # the requester's differing description follows under a warning.
+            column.addWidget(c.section_title("The command (what runs)"))
+            self.detail_box = t.MonoBox(
+                c.visible(action.command, multiline=True), "The command", max_lines=16
+            )
             column.addWidget(self.detail_box)
+            column.addWidget(
+                c.warning_panel(
+                    f"⚠  Warning: {DETAIL_DIFFERS}; this answer is never remembered.",
+                    (),
+                    "Description differs warning",
+                )
+            )
+            column.addWidget(c.section_title("The description (as the agent gives it)"))
+            self.description_box = t.MonoBox(
+                c.visible(action.detail or "", multiline=True), "The description", max_lines=8
+            )
+            column.addWidget(self.description_box)
+        else:
+            detail = action.detail if action.detail is not None else action.command
+            if detail is not None:
+                title = {
+                    ActionDisplay.DIFF: "The edit (diff)",
+                    ActionDisplay.COMMAND: "The command",
+                }.get(action.display or ActionDisplay.TEXT, "Details")
+                column.addWidget(c.section_title(title))
+                self.detail_box = t.MonoBox(c.visible(detail, multiline=True), title, max_lines=16)
+                if action.display is ActionDisplay.DIFF:
+                    self.diff_highlighter = DiffHighlighter(self.detail_box.document())
+                    self.diff_highlighter.rehighlight()  # now, not on the next loop turn
+                column.addWidget(self.detail_box)
         column.addWidget(c.section_title("Input"))
         self.input_box = t.MonoBox(c.pretty_json(request.args), "Input", max_lines=6)
         column.addWidget(self.input_box)

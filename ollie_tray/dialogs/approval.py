@@ -19,9 +19,10 @@ AT-SPI and, on X11, XTEST input do not approve; see that module).
 "Deny always" is a deny: while it is selected Approve is disabled and
 Deny answers ``Approval(False, Remember.DENY_ALWAYS)``; with any other
 choice Deny answers for this request only.  Requests with free-form code
-or a registry mismatch can only be approved once (the broker enforces it;
-the other allow choices are disabled here so the dialog does not promise
-more).
+or a registry mismatch can only be approved once, and an action whose
+description differs from its command is never remembered
+(``ApprovalRequest.remember_choices``; the broker enforces it, the other
+choices are disabled here so the dialog does not promise more).
 """
 
 from __future__ import annotations
@@ -64,7 +65,6 @@ from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
-_ONCE_ONLY = (Remember.ONCE, Remember.DENY_ALWAYS)
 
 
 class ApprovalDialog(QDialog):
@@ -264,15 +264,19 @@ class ApprovalDialog(QDialog):
         remember.setAccessibleName("Remember this decision")
         for choice in Remember:
             remember.addItem(choice.label, choice.value)  # Qt keeps a StrEnum as str
-        once_only = self.request.code is not None or bool(self.request.mismatches)
+        once_only = self.request.once_only
         if once_only:
+            allowed = self.request.remember_choices
             model = remember.model()
             assert isinstance(model, QStandardItemModel)
             for position, choice in enumerate(Remember):
                 item = model.item(position)
-                if choice not in _ONCE_ONLY and item is not None:
+                if choice not in allowed and item is not None:
                     item.setEnabled(False)
-            remember.setToolTip("Code and mismatching requests are approved one at a time")
+            remember.setToolTip(
+                "Code, mismatching requests and actions whose description differs "
+                "from their command are approved one at a time"
+            )
         self._remember = remember
         caption = QLabel("&Remember:")
         caption.setBuddy(remember)
@@ -287,7 +291,7 @@ class ApprovalDialog(QDialog):
             row.insertWidget(2, note)
         column.addLayout(row)
         self.pattern_edit: QLineEdit | None = None
-        if self.request.action is not None:
+        if self.request.action is not None and not once_only:
             text, self.pattern_edit = pattern_editor(self.request)
             pattern_caption = QLabel(f"{text}:")
             pattern_caption.setBuddy(self.pattern_edit)
@@ -373,9 +377,11 @@ class ApprovalDialog(QDialog):
 
     def selected_remember(self) -> Remember:
         try:
-            return Remember(self._remember.currentData())
+            chosen = Remember(self._remember.currentData())
         except ValueError:
             return Remember.ONCE
+        # A disabled choice (selected by code, not by a person) promises nothing.
+        return chosen if chosen in self.request.remember_choices else Remember.ONCE
 
     def withdraw(self, reason: str) -> None:
         """Close without answering: the broker no longer wants an answer."""

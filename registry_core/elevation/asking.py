@@ -81,8 +81,7 @@ def settle_answer(
             decision = deny
         default = "approved by the user" if decision is m.Decision.ALLOW else "denied by the user"
         return decision, (answer.reason or default) + note, stored
-    one_at_a_time = ar.code is not None or bool(ar.mismatches)
-    if one_at_a_time and remember is not Remember.DENY_ALWAYS:
+    if ar.once_only and remember is not Remember.DENY_ALWAYS:
         # Free-form code and mismatching requests are approved one at a time.
         remember = Remember.ONCE
     if answer.approved and remember is not Remember.DENY_ALWAYS:

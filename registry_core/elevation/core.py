@@ -193,7 +193,7 @@ class Broker:
         policy = self.policies.lookup(ar.tool, ar.kind, ar.host, ar.executable, ar.sha256)
         if policy is None:
             return None
-        if policy.decision is m.Decision.ALLOW and (ar.code is not None or ar.mismatches):
+        if policy.decision is m.Decision.ALLOW and ar.once_only:
             return None  # remembered allows never cover free-form code or a mismatch
         reason = f"remembered: {policy.describe()}"
         return self._reply(

@@ -111,6 +111,24 @@ class ApprovalRequest:
         return "run outside the sandbox as you"
 
     @property
+    def remember_choices(self) -> tuple[Remember, ...]:
+        """The remember choices the broker honours for this request.
+
+        Free-form code and a registry mismatch are approved one at a time (a
+        remembered deny stays possible); an action whose description is not the
+        command that would run is never remembered at all."""
+        if self.action is not None and self.action.detail_differs:
+            return (Remember.ONCE,)
+        if self.code is not None or self.mismatches:
+            return (Remember.ONCE, Remember.DENY_ALWAYS)
+        return tuple(Remember)
+
+    @property
+    def once_only(self) -> bool:
+        """An approval of this request counts for this once only."""
+        return Remember.ALWAYS not in self.remember_choices
+
+    @property
     def sandboxed(self) -> bool:
         """The requester runs inside a sandbox (see ``confinement.py``)."""
         return self.requester.sandboxed

@@ -66,8 +66,9 @@ def action_text(request: ApprovalRequest, limits: Limits) -> PromptText:
             "Requested by",
             (f"pid {request.requester.pid} · {clean(request.requester.exe or '?')}",),
         ),
-        Field("Remember for", (pattern_words(request),)),
     ]
+    if not request.once_only:
+        fields.append(Field("Remember for", (pattern_words(request),)))
     return PromptText(
         title=f"Ollie: allow {agent} to use {tool}?",
         headline=f"The agent {agent} asks to use its tool {tool}.",

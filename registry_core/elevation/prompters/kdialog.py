@@ -127,6 +127,8 @@ class KDialogPrompter(DialogPrompter):
         return entry
 
     async def _how_long(self, request: ApprovalRequest) -> Approval:
+        if request.once_only:  # nothing to choose: it can only be approved this once
+            return Approval(True, Remember.ONCE, "approved in kdialog")
         question = (
             f"<qt>Approve <b>{escape(clean(request.tool))}</b> to {escape(request.what)}: "
             "for how long?<br>Choose a duration, then OK.</qt>"

@@ -257,15 +257,17 @@ class TerminalPrompter:
             await tty.write("-> Denied (end of input).\n")
             return Approval(False, Remember.ONCE, "no answer on the terminal (end of input)")
         approved = answer.lower() in _YES
-        choices = APPROVE_CHOICES if approved else DENY_CHOICES
-        noun = "approval" if approved else "denial"
-        menu = [f"Remember this {noun}?"]
-        menu += [f"  {i}) {c.label}" for i, c in enumerate(choices, start=1)]
-        await tty.write("\n".join(menu) + "\n")
-        choice = await self._ask(tty, CHOICE_PROMPT)
+        offered = APPROVE_CHOICES if approved else DENY_CHOICES
+        choices = tuple(c for c in offered if c in request.remember_choices)
         remember = choices[0]
-        if choice and choice.isdecimal() and 1 <= int(choice) <= len(choices):
-            remember = choices[int(choice) - 1]
+        if len(choices) > 1:  # else nothing to choose: this once only
+            noun = "approval" if approved else "denial"
+            menu = [f"Remember this {noun}?"]
+            menu += [f"  {i}) {c.label}" for i, c in enumerate(choices, start=1)]
+            await tty.write("\n".join(menu) + "\n")
+            choice = await self._ask(tty, CHOICE_PROMPT)
+            if choice and choice.isdecimal() and 1 <= int(choice) <= len(choices):
+                remember = choices[int(choice) - 1]
         reason = "approved on the terminal" if approved else "denied on the terminal"
         pattern: str | None = None
         if remember is not Remember.ONCE and editable_pattern(request) is not None:

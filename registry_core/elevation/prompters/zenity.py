@@ -143,6 +143,8 @@ class ZenityPrompter(DialogPrompter):
             return Approval(False, Remember.ONCE, "zenity closed without an answer")
 
     async def _how_long(self, request: ApprovalRequest) -> Approval:
+        if request.once_only:  # nothing to choose: it can only be approved this once
+            return Approval(True, Remember.ONCE, "approved in zenity")
         tool = markup(clean(request.tool))
         question = (
             f"Approve <b>{tool}</b> to {markup(request.what)}: for how long?\n"

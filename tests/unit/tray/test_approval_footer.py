@@ -26,7 +26,10 @@ from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRe
 
 Factory = Callable[..., ApprovalRequest]
 ONCE_NOTE = "this request can only be approved once"
-ONCE_TIP = "Code and mismatching requests are approved one at a time"
+ONCE_TIP = (
+    "Code, mismatching requests and actions whose description differs "
+    "from their command are approved one at a time"
+)
 
 
 @dataclass(frozen=True)
