@@ -30,6 +30,8 @@ PACKAGES: dict[str, str] = {
     "kdialog": "kdialog",
     "zenity": "zenity",
     "python3": "python3",
+    "ssh": "openssh-client",
+    "rsync": "rsync",
 }
 
 

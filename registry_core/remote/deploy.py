@@ -23,7 +23,6 @@ import io
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tarfile
@@ -37,6 +36,7 @@ from typing import Any
 from registry_core.errors import RemoteError
 from registry_core.remote.ssh import SshTarget, classify_failure, sh_join, sh_quote_path
 from registry_core.safe_open import read_regular
+from registry_core.trusted import find_trusted, trusted_program
 
 MANIFEST = ".ollie-deployed"
 DEFAULT_REMOTE_PATH = "~/.config/ollie/tools"
@@ -274,7 +274,7 @@ class Deployer:
         return parse_probe(out.stdout.decode("utf-8", "replace"))
 
     def _choose(self, probe: Probe) -> Method:
-        local = shutil.which("rsync") is not None
+        local = find_trusted("rsync") is not None
         if self.method is Method.RSYNC:
             if not (local and probe.rsync):
                 where = "here" if not local else f"on {self.target.host}"
@@ -296,7 +296,7 @@ class Deployer:
         if not names:
             return
         argv = [
-            "rsync",
+            trusted_program("rsync"),
             "--perms",
             "--times",
             "--copy-links",

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from registry_core.errors import HostKeyError, RemoteError, SshAuthError, SshError
+from registry_core.trusted import trusted_program
 
 SSH_OPTIONS_ENV = "OLLIE_REMOTE_SSH_OPTIONS"
 SAFE_OPTIONS: tuple[str, ...] = ("-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes")
@@ -120,19 +121,26 @@ class SshTarget:
 
     host: str
     extra: tuple[str, ...] = ()
-    ssh: str = "ssh"
+    # The ssh program by absolute path; None: the system's (registry_core.trusted),
+    # never PATH, whose first entries may be a project directory a tool can write.
+    ssh: str | None = None
 
     def __post_init__(self) -> None:
         check_host(self.host)
 
+    @property
+    def program(self) -> str:
+        """The ssh to run; raises UntrustedProgramError when there is no trusted one."""
+        return self.ssh if self.ssh is not None else trusted_program("ssh")
+
     def base(self) -> list[str]:
         """ssh and its options, without the destination (also rsync's ``-e``)."""
-        return [self.ssh, *SAFE_OPTIONS, *self.extra]
+        return [self.program, *SAFE_OPTIONS, *self.extra]
 
     def command(self, script: str) -> list[str]:
         """Run the POSIX shell ``script`` on the host (no tty, no forwarding)."""
         return [
-            self.ssh,
+            self.program,
             *SAFE_OPTIONS,
             "-T",
             "-o",
@@ -152,7 +160,7 @@ class SshTarget:
                     f"socket path {path!r} must be absolute, without ':' or whitespace"
                 )
         return [
-            self.ssh,
+            self.program,
             *SAFE_OPTIONS,
             *FORWARD_OPTIONS,
             *(["-v"] if verbose else []),
@@ -193,7 +201,7 @@ class SshTarget:
                 check=False,
             )
         except FileNotFoundError as exc:
-            raise RemoteError(f"{self.ssh} is not installed (OpenSSH client)") from exc
+            raise RemoteError(f"{self.program} is not installed (OpenSSH client)") from exc
         except subprocess.TimeoutExpired as exc:
             raise SshError(f"{what}: no answer from {self.host} within {timeout:g} s") from exc
         if result.returncode == _SSH_FAILURE:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,9 +19,15 @@ from registry_core.remote.ssh import (
     last_words,
     sh_quote_path,
 )
+from registry_core.trusted import find_trusted, trusted_program
 
 LOCAL = "/run/user/1000/ollie/elevate.sock"
 REMOTE = "/run/user/1001/ollie/elevate.sock"
+
+
+needs_system_ssh = pytest.mark.skipif(
+    find_trusted("ssh") is None, reason="no OpenSSH client in a system directory"
+)
 
 
 def option_values(argv: list[str], name: str) -> list[str]:
@@ -30,10 +38,11 @@ def option_values(argv: list[str], name: str) -> list[str]:
     ]
 
 
+@needs_system_ssh
 def test_every_command_starts_with_batch_mode_and_strict_host_keys() -> None:
     target = SshTarget("build-server", ("-o", "BatchMode=no", "-p", "2222"))
     for argv in (target.command("true"), target.forward(REMOTE, LOCAL), target.base()):
-        assert argv[0] == "ssh"
+        assert argv[0] == trusted_program("ssh")  # the system's, never PATH's
         assert argv[1:5] == list(SAFE_OPTIONS)
         # ssh keeps the first value: the extra "BatchMode=no" comes later and loses.
         assert option_values(argv, "BatchMode")[0] == "yes"
@@ -103,9 +112,11 @@ def test_extra_options_come_from_env_then_cli_shell_split() -> None:
         extra_options({"OLLIE_REMOTE_SSH_OPTIONS": "'unclosed"})
 
 
+@needs_system_ssh
 def test_rsync_shell_quotes_like_rsync_reads_it() -> None:
     shell = SshTarget("h", ("-F", "/tmp/my config", "-o", "X='y'")).rsync_shell()
-    assert shell.startswith("ssh -o BatchMode=yes -o StrictHostKeyChecking=yes ")
+    ssh = trusted_program("ssh")
+    assert shell.startswith(f"{ssh} -o BatchMode=yes -o StrictHostKeyChecking=yes ")
     assert "'/tmp/my config'" in shell
     assert "'X=''y'''" in shell  # a doubled quote inside quotes is a literal quote
 
@@ -146,3 +157,17 @@ def test_openssh_itself_keeps_the_first_value() -> None:
     config = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
     assert config["batchmode"] == "yes"
     assert config["stricthostkeychecking"] == "true"
+
+
+@needs_system_ssh
+def test_ssh_is_the_systems_even_with_one_planted_first_on_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sandboxed tool can write <cwd>/.venv/bin/ssh; agents often put it first on PATH.
+    planted = tmp_path / "ssh"
+    planted.write_text("#!/bin/sh\nexit 0\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    target = SshTarget("host")
+    for argv in (target.command("true"), target.forward(REMOTE, LOCAL), target.base()):
+        assert argv[0] != str(planted) and argv[0].startswith("/")
