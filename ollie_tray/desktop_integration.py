@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ollie_tray.app_id import APP_ID, DESKTOP_FILE, LEGACY_DESKTOP_FILE, LEGACY_ID, METAINFO_FILE
-from registry_core.paths import desktop_dir, resources_dir
+from registry_core.paths import desktop_dir, own_program, resources_dir
 
 LAUNCHER_NAME = DESKTOP_FILE
 
@@ -55,17 +55,16 @@ def program_argv(executable: str | None = None) -> list[str]:
     Desktops run autostart entries through systemd's XDG autostart generator
     (GNOME, Plasma 6), which refuses an ``Exec`` it cannot find with the
     session's ``PATH``; a venv is rarely on it.  So: the ``ollie-tray`` script
-    beside this interpreter (a venv or a ``pip --user`` install), else the one
-    on ``PATH`` (made absolute), else this interpreter with ``-m ollie_tray``.
+    of the running installation (:func:`registry_core.paths.own_program`: beside
+    this interpreter, or in the ``pip --user`` scheme's ``bin``), else this
+    interpreter with ``-m ollie_tray`` -- never one found on ``PATH``, whose
+    first entries may be a project directory a tool can write.
     """
     if executable:
         return [executable]
-    beside = Path(sys.executable).parent / "ollie-tray"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return [str(beside.absolute())]
-    found = shutil.which("ollie-tray")
-    if found:
-        return [str(Path(found).absolute())]
+    own = own_program("ollie-tray")
+    if own:
+        return [own]
     return [str(Path(sys.executable).absolute()), "-m", "ollie_tray"]
 
 
