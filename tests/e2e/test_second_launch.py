@@ -32,14 +32,15 @@ def _state(path: Path) -> dict[str, Any]:
 def test_second_launch_opens_the_browser_and_actions_pause_and_quit(tmp_path: Path) -> None:
     ds.require("dbus-daemon")
     with ds.dbus_session(tmp_path) as env:
-        demo = tmp_path / "demo"
-        (demo / "state" / "ollie").mkdir(parents=True)
-        (demo / "state" / "ollie" / "welcome-shown").touch()
+        # Not the first start: the welcome Tool Browser of a person without tools is not
+        # what this test looks for (ollie_tray.main.first_start_without_tools).
+        welcomed = Path(env["XDG_STATE_HOME"]) / "ollie" / "welcome-shown"
+        welcomed.parent.mkdir(parents=True)
+        welcomed.touch()
         state = tmp_path / "state.json"
         tray_env = {
             **env,
             "QT_QPA_PLATFORM": "offscreen",
-            "OLLIE_DEMO_HOME": str(demo),
             "OLLIE_TRAY_TEST_STATE_FILE": str(state),
         }
         argv = [sys.executable, "-m", "ollie_tray", "--demo"]

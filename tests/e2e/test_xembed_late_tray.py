@@ -27,15 +27,14 @@ def test_icon_docks_in_a_tray_started_after_the_app(tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     with ds.dbus_session(tmp_path) as env, ds.xvfb(tmp_path / "x") as display:
         home = Path(env["HOME"])
-        demo = tmp_path / "demo"
-        (demo / "state" / "ollie").mkdir(parents=True)
-        (demo / "state" / "ollie" / "welcome-shown").touch()
+        welcomed = Path(env["XDG_STATE_HOME"]) / "ollie" / "welcome-shown"  # not a first start
+        welcomed.parent.mkdir(parents=True)
+        welcomed.touch()
         tray_env = {
             **env,
             "PATH": f"{VENV_BIN}:/usr/bin:/bin",
             "DISPLAY": display,
             "QT_QPA_PLATFORM": "xcb",
-            "OLLIE_DEMO_HOME": str(demo),
         }
         log = tmp_path / "tray.log"
         argv = [sys.executable, "-m", "ollie_tray", "--demo"]

@@ -117,14 +117,17 @@ class WaylandSession:
     # -- the tray and the agent ------------------------------------------------------------
 
     def start_tray(self, *args: str, **extra: str) -> subprocess.Popen[bytes]:
-        demo = self.dirs.root / "demo"
-        welcomed = demo / "state" / "ollie" / "welcome-shown"
+        # Not a first start: the welcome Tool Browser opens only when a test asks.
+        state = Path(self.env.get("XDG_STATE_HOME") or Path(self.user.home) / ".local" / "state")
+        welcomed = state / "ollie" / "welcome-shown"
         if not welcomed.exists():
             welcomed.parent.mkdir(parents=True, exist_ok=True)
             welcomed.touch()
-            for path in [demo, *demo.rglob("*")]:
+            for path in (welcomed, welcomed.parent, *welcomed.parent.parents):
+                if path == Path(self.user.home):
+                    break
                 os.chown(path, self.user.uid, self.user.gid)
-        env = {"QT_QPA_PLATFORM": "wayland", "OLLIE_DEMO_HOME": str(demo), **extra}
+        env = {"QT_QPA_PLATFORM": "wayland", **extra}
         proc = self.popen("tray", [str(self.tray_bin), "--demo", *args], **env)
         socket = Path(self.env["XDG_RUNTIME_DIR"]) / "ollie" / "elevate.sock"
         wait_for(
