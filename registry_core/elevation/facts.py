@@ -26,6 +26,7 @@ from registry_core.elevation.policies import fd_sha256, open_for_hashing
 from registry_core.registry import Registry, Tool
 from registry_core.registry.meta import MAX_META_BYTES
 from registry_core.safe_open import read_regular
+from registry_core.pinned import STUB, display_argv, pinned_argv
 from registry_core.trusted import SYSTEM_DIRS, find_trusted
 
 REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
@@ -154,15 +155,28 @@ def _code_facts(req: m.ElevateRequest, find_program: FindProgram) -> RequestFact
     )
 
 
-_REMOTE_SUDO = f"({', '.join(SYSTEM_DIRS[:-1])} or {SYSTEM_DIRS[-1]})/sudo"
+_SYSTEM_DIRS_TEXT = f"({', '.join(SYSTEM_DIRS[:-1])} or {SYSTEM_DIRS[-1]})"
+_REMOTE_SUDO = f"{_SYSTEM_DIRS_TEXT}/sudo"
+_REMOTE_PYTHON = f"{_SYSTEM_DIRS_TEXT}/python3"
 
 
-def _remote_sudo(arg0: str) -> bool:
-    """Is ``arg0`` a plausible sudo of the remote host?  Its files cannot be looked at
-    from here, so this is a check of the string alone: an absolute path, in one of the
-    system directories, called ``sudo`` -- never a bare name (the remote requester's
-    PATH would choose it) nor a file in a directory a tool may write there."""
-    return os.path.basename(arg0) == "sudo" and os.path.dirname(arg0) in SYSTEM_DIRS
+def _remote_system_program(arg: str, name: str) -> bool:
+    """Is ``arg`` a plausible ``name`` (sudo, python3) of the remote host?  Its files
+    cannot be looked at from here, so this is a check of the string alone: an absolute
+    path, in one of the system directories, called ``name`` -- never a bare name (the
+    remote requester's PATH would choose it) nor a file in a directory a tool may write
+    there."""
+    return os.path.basename(arg) == name and os.path.dirname(arg) in SYSTEM_DIRS
+
+
+def _remote_pinned(argv: list[str]) -> tuple[str, str] | None:
+    """(sha256, program) of a remote pinned exec argv (:func:`pinned_argv` with the remote
+    host's system ``python3``), or ``None`` when ``argv`` has another shape."""
+    if len(argv) != 6 or not _remote_system_program(argv[0], "python3"):
+        return None
+    if argv[1:4] != ["-I", "-c", STUB]:
+        return None
+    return argv[4], argv[5]
 
 
 def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
@@ -208,8 +222,14 @@ def gather_facts(
     host whose tools (deployed from here) live there; the requested program is then
     checked against :func:`remote_programs`, and ``executable``/``sha256`` describe
     the local copy that was deployed.  ``find_program`` finds the broker's own
-    ``sudo`` and ``bash`` (the trusted ones of the system directories, never ``PATH``):
-    a request's argv[0] must be exactly that path."""
+    ``sudo``, ``python3`` and ``bash`` (the trusted ones of the system directories,
+    never ``PATH``): a request's programs must be exactly those paths.
+
+    A registry tool runs through the pinned exec (:mod:`registry_core.pinned`): the
+    argv must be ``[python3, -I, -c, STUB, sha256, executable]`` (after ``sudo -A --``
+    for a sudo tool), the stub byte for byte and the sha256 the one the broker itself
+    computes now -- so what the person approves (and what a remembered rule binds) is
+    exactly what the pinned exec agrees to run."""
     if req.code is not None and req.tool == REQUEST_CODE_TOOL:
         return _code_facts(req, find_program)
     tool = registry.usable(req.tool)
@@ -227,31 +247,49 @@ def gather_facts(
         mismatches.append(
             "the tool declares sudo: true but the request asks only to leave the sandbox"
         )
+    sha256 = SHA256.sha256(executable) if executable else None
+    if executable is not None and sha256 is None:
+        mismatches.append(f"the broker cannot read {executable} to compute its sha256")
     if remote_tools_dir is not None:
         # Through an ollie-remote forward: the program is a file on the remote host.
         if req.kind is m.Kind.SUDO:
-            shape = len(argv) == 4 and _remote_sudo(argv[0]) and argv[1:3] == ["-A", "--"]
-            program = argv[3] if shape else ""
+            prefix = len(argv) >= 3 and _remote_system_program(argv[0], "sudo")
+            pinned = _remote_pinned(argv[3:]) if prefix and argv[1:3] == ["-A", "--"] else None
         else:
-            shape, program = len(argv) == 1, argv[0] if argv else ""
-        ok = shape and _remote_ok(program, remote_programs(tool, remote_tools_dir))
+            pinned = _remote_pinned(argv)
+        sent_sha, program = pinned or ("", "")
+        ok = pinned is not None and _remote_ok(program, remote_programs(tool, remote_tools_dir))
+        if ok and sha256 is not None and sent_sha != sha256:
+            mismatches.append(
+                f"the remote file's sha256 {sent_sha} is not the deployed copy's {sha256}"
+            )
         where = f"{remote_tools_dir}/({tool.name} or a cmd of its .meta)"
-        expected = [_REMOTE_SUDO, "-A", "--", where] if req.kind is m.Kind.SUDO else [where]
-    elif req.kind is m.Kind.SUDO:
-        sudo, missing = _own_program(find_program, "sudo")
-        if missing:
-            mismatches.append(missing)
-        expected = [sudo or "sudo", "-A", "--", executable]
-        ok = sudo is not None and argv == expected
+        remote = pinned_argv(_REMOTE_PYTHON, "<sha256>", where)
+        expected = [_REMOTE_SUDO, "-A", "--", *remote] if req.kind is m.Kind.SUDO else remote
     else:
-        expected = [executable]
-        ok = argv == expected
+        python, missing_python = _own_program(find_program, "python3")
+        if missing_python:
+            mismatches.append(missing_python)
+        pinned = pinned_argv(python or "python3", sha256 or "<unreadable>", executable or "")
+        if req.kind is m.Kind.SUDO:
+            sudo, missing = _own_program(find_program, "sudo")
+            if missing:
+                mismatches.append(missing)
+            expected = [sudo or "sudo", "-A", "--", *pinned]
+            ok = sudo is not None and argv == expected
+        else:
+            expected = pinned
+            ok = argv == expected
+        ok = ok and python is not None and sha256 is not None
     if not ok and executable is not None:
-        mismatches.append(f"requested argv {argv!r}; the registry would run {expected!r}")
+        shown = display_argv(argv)
+        mismatches.append(
+            f"requested argv {shown!r}; the registry would run {display_argv(expected)!r}"
+        )
     return RequestFacts(
         description=tool.description,
         variant=tool.variant,
         executable=executable,
-        sha256=SHA256.sha256(executable) if executable else None,
+        sha256=sha256,
         mismatches=tuple(mismatches),
     )
