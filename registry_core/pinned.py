@@ -13,7 +13,7 @@ they are not the approved ones.  Otherwise it copies them into a sealed memfd
 them any more) and execs ``/proc/self/fd/N`` with :func:`clean_env`.  A script
 works too: the kernel hands its interpreter ``/proc/self/fd/N``, which stays
 open across the exec.  The broker checks this argv byte for byte, the stub's
-code and the sha256 (docs/protocol.md, docs/security.md §12).
+code and the sha256 (docs/protocol.md, docs/security.md §12a).
 
 The environment (:func:`clean_env`): ``PATH`` is :data:`~registry_core.trusted.SYSTEM_PATH`
 (so ``#!/usr/bin/env python3`` finds the system's interpreter, never a
@@ -29,9 +29,10 @@ directory (a module it imports from an absolute path, a file it sources).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
-from registry_core.trusted import SYSTEM_PATH
+from registry_core.trusted import SYSTEM_PATH, check_trusted
 
 UNSAFE_ENV: frozenset[str] = frozenset(
     {
@@ -166,6 +167,22 @@ except OSError as exc:
 """The fixed code of a pinned exec (``python3 -I -c STUB <sha256> <path>``)."""
 
 
+def approved_argv(python: str, sha256: str, executable: str) -> list[str]:
+    """What runs an approved ``executable`` whose bytes are ``sha256``.
+
+    A file only root can change (it and every directory above it root's, see
+    :func:`registry_core.trusted.check_trusted`) runs by its path, ``[executable]``:
+    nobody a tool can be is able to swap it, and sudoers rules naming the path
+    (``NOPASSWD: /opt/tools/x``) still match -- unless we are root ourselves: then
+    "only root" includes the tool.  Any other file runs through the
+    pinned exec (:func:`pinned_argv`).  The dispatcher and the broker both decide
+    with this one function, so the broker's expectation is the dispatcher's argv.
+    """
+    if os.geteuid() != 0 and check_trusted(executable) is None:
+        return [executable]
+    return pinned_argv(python, sha256, executable)
+
+
 def pinned_argv(python: str, sha256: str, executable: str) -> list[str]:
     """The argv that runs ``executable`` only if its bytes have ``sha256``.
 
@@ -194,6 +211,7 @@ __all__ = [
     "STUB_LABEL",
     "UNSAFE_ENV",
     "UNSAFE_ENV_PREFIXES",
+    "approved_argv",
     "clean_env",
     "display_argv",
     "pinned_argv",

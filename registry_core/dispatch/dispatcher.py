@@ -40,7 +40,7 @@ from registry_core.errors import (
     ExecutableError,
     ToolChangedError,
 )
-from registry_core.pinned import CHANGED_MARK, EXIT_CHANGED, clean_env, pinned_argv
+from registry_core.pinned import CHANGED_MARK, EXIT_CHANGED, approved_argv, clean_env
 from registry_core.registry import Registry, Tool
 from registry_core.registry.hostfacts import is_executable_file
 from registry_core.registry.jsonpos import format_path
@@ -402,7 +402,7 @@ class Dispatcher:
     ) -> CallResult:
         cwd = extra["PWD"]
         python, sha256 = self._pinned(executable)
-        argv = pinned_argv(python, sha256, executable)
+        argv = approved_argv(python, sha256, executable)
         request = ElevationRequest(
             tool.name, Kind.SANDBOX, tuple(argv), args, cwd, client=options.client
         )

@@ -99,7 +99,7 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _start_command(argv: Sequence[str], lifeline: int, env: Mapping[str, str]) -> int:
+def _start_command(argv: Sequence[str], lifeline: int, env: Mapping[str, str] | None = None) -> int:
     keeper = os.getpid()
     child = os.fork()
     if child:
@@ -111,10 +111,12 @@ def _start_command(argv: Sequence[str], lifeline: int, env: Mapping[str, str]) -
             os._exit(_EXIT_KEEPER_FAILED)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        os.execve(argv[0], list(argv), dict(env))  # noqa: S606 - a program and its arguments
+        environ = os.environ if env is None else env
+        os.execve(argv[0], list(argv), dict(environ))  # noqa: S606 - a program and its arguments
     except BaseException as exc:  # the child must never return into Python
+        why = f"[Errno {exc.errno}] {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         with contextlib.suppress(Exception):
-            os.write(2, f"ollie: cannot run {argv[0]}: {exc}\n".encode())
+            os.write(2, f"ollie: cannot run {argv[0]}: {why}\n".encode())
     os._exit(_EXIT_EXEC_FAILED)
 
 

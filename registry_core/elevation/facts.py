@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from registry_core.elevation import messages as m
 from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.policies import fd_sha256, open_for_hashing
+from registry_core.pinned import STUB, approved_argv, display_argv, pinned_argv
 from registry_core.registry import Registry, Tool
 from registry_core.registry.meta import MAX_META_BYTES
 from registry_core.safe_open import read_regular
-from registry_core.pinned import STUB, display_argv, pinned_argv
 from registry_core.trusted import SYSTEM_DIRS, find_trusted
 
 REQUEST_CODE_TOOL = m.REQUEST_CODE_TOOL
@@ -169,9 +169,14 @@ def _remote_system_program(arg: str, name: str) -> bool:
     return os.path.basename(arg) == name and os.path.dirname(arg) in SYSTEM_DIRS
 
 
-def _remote_pinned(argv: list[str]) -> tuple[str, str] | None:
-    """(sha256, program) of a remote pinned exec argv (:func:`pinned_argv` with the remote
-    host's system ``python3``), or ``None`` when ``argv`` has another shape."""
+def _remote_pinned(argv: list[str]) -> tuple[str | None, str] | None:
+    """(sha256, program) of a remote argv in the dispatcher's form, or ``None``.
+
+    :func:`pinned_argv` with the remote host's system ``python3`` gives its sha256;
+    the direct form ``[program]`` (a file only root can change there, see
+    :func:`approved_argv`) has none (``None``)."""
+    if len(argv) == 1:
+        return None, argv[0]
     if len(argv) != 6 or not _remote_system_program(argv[0], "python3"):
         return None
     if argv[1:4] != ["-I", "-c", STUB]:
@@ -201,6 +206,15 @@ def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
         else:
             programs.add(f"*/{name}")
     return programs
+
+
+def _deployed_copy(tool: Tool, program: str, remote_tools_dir: str) -> str | None:
+    """The local file ollie-remote deployed as ``program`` into ``remote_tools_dir``
+    (beside ``tool``'s ``.meta`` here), or ``None`` for a program of the remote PATH."""
+    prefix = remote_tools_dir.rstrip("/") + "/"
+    if not program.startswith(prefix):
+        return None
+    return str(tool.directory / program.removeprefix(prefix))
 
 
 def _remote_ok(program: str, programs: set[str]) -> bool:
@@ -240,7 +254,7 @@ def gather_facts(
     if executable is None:
         mismatches.append(f"the registry finds no executable: {tool.resolution_detail}")
     argv = list(req.argv)
-    expected: list[str | None]
+    expected: list[str]
     if req.kind is m.Kind.SUDO and not tool.sudo:
         mismatches.append("asks to run as root, but the tool does not declare sudo: true")
     if req.kind is not m.Kind.SUDO and tool.sudo:
@@ -259,28 +273,33 @@ def gather_facts(
             pinned = _remote_pinned(argv)
         sent_sha, program = pinned or ("", "")
         ok = pinned is not None and _remote_ok(program, remote_programs(tool, remote_tools_dir))
-        if ok and sha256 is not None and sent_sha != sha256:
-            mismatches.append(
-                f"the remote file's sha256 {sent_sha} is not the deployed copy's {sha256}"
-            )
+        if ok and sent_sha is None and program.startswith(remote_tools_dir.rstrip("/") + "/"):
+            ok = False  # a deployed copy is the person's file there: only pinned, never by path
+        deployed = _deployed_copy(tool, program, remote_tools_dir) if ok else None
+        if deployed is not None and sent_sha is not None:
+            copy_sha = SHA256.sha256(deployed)
+            if sent_sha != copy_sha:
+                mismatches.append(
+                    f"the remote file's sha256 {sent_sha} is not the deployed copy's {copy_sha}"
+                )
         where = f"{remote_tools_dir}/({tool.name} or a cmd of its .meta)"
         remote = pinned_argv(_REMOTE_PYTHON, "<sha256>", where)
         expected = [_REMOTE_SUDO, "-A", "--", *remote] if req.kind is m.Kind.SUDO else remote
     else:
         python, missing_python = _own_program(find_program, "python3")
-        if missing_python:
+        local = approved_argv(python or "python3", sha256 or "<unreadable>", executable or "")
+        if missing_python and len(local) > 1:  # the pinned exec needs the system's python3
             mismatches.append(missing_python)
-        pinned = pinned_argv(python or "python3", sha256 or "<unreadable>", executable or "")
         if req.kind is m.Kind.SUDO:
             sudo, missing = _own_program(find_program, "sudo")
             if missing:
                 mismatches.append(missing)
-            expected = [sudo or "sudo", "-A", "--", *pinned]
+            expected = [sudo or "sudo", "-A", "--", *local]
             ok = sudo is not None and argv == expected
         else:
-            expected = pinned
+            expected = local
             ok = argv == expected
-        ok = ok and python is not None and sha256 is not None
+        ok = ok and sha256 is not None and (python is not None or len(local) == 1)
     if not ok and executable is not None:
         shown = display_argv(argv)
         mismatches.append(

@@ -313,9 +313,7 @@ def test_the_callers_loader_and_interpreter_variables_have_no_effect(
     assert result.stderr.count("from LD_PRELOAD cannot be preloaded") == 1, result.stderr
     seen = json.loads(result.stdout)
     assert not {"LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONSTARTUP", "PYTHONUSERBASE"} & set(seen)
-    assert not {"BASH_ENV", "ENV", "PERL5OPT", "NODE_OPTIONS", "GIT_SSH_COMMAND", "IFS"} & set(
-        seen
-    )
+    assert not {"BASH_ENV", "ENV", "PERL5OPT", "NODE_OPTIONS", "GIT_SSH_COMMAND", "IFS"} & set(seen)
     assert seen["PATH"] == SYSTEM_PATH
     assert seen["PYTHONSAFEPATH"] == "1"
     # What the tool legitimately needs stays.
