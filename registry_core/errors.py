@@ -85,6 +85,17 @@ class ExecutableError(DispatchError):
     """The resolved executable is missing or not executable."""
 
 
+class ExecutableChangedError(ExecutableError):
+    """An elevated or sudo tool's file is not the one approved: it changed between the
+    sha256 the broker approved and the pinned exec, which refused to run it
+    (see :mod:`registry_core.pinned`)."""
+
+    def __init__(self, tool: str, detail: str) -> None:
+        self.tool = tool
+        self.detail = detail
+        super().__init__(f"{tool}: {detail}")
+
+
 # --- sandbox ----------------------------------------------------------------
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.messages import Kind
 from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.elevation.prompters.text import approval_covers
 
 
 def explanation(request: ApprovalRequest) -> str:
     """What approving ``request`` lets happen (and who is asking, when sandboxed)."""
     text = consequence(request)
+    if request.action is None:
+        text = f"{text} Approving covers {' '.join(approval_covers(request))}."
     if request.sandboxed:
         text = (
             f"This request comes {SANDBOX_LABEL}: a sandboxed process is asking, and it"

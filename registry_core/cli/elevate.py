@@ -12,7 +12,10 @@ covers the person's decision as well as the run.  So:
   (:mod:`registry_core.dispatch.tether`): when the runtime kills us, every
   process of the code dies too, and when bash ends, so does anything it left
   running;
-- a denial (or no decision in time) exits 77 with the reason on stderr.
+- a denial (or no decision in time) exits 77 with the reason on stderr;
+- the code runs with a clean environment (:func:`registry_core.pinned.clean_env`):
+  ``PATH`` of the system directories, none of the caller's ``BASH_ENV``,
+  ``LD_*``, ``PYTHON*`` and the like, so what runs is the approved code itself.
 
 ``ollie-elevate --install`` links itself in as ollie-core's plugin,
 ``<plugins>/elevate`` (:func:`registry_core.paths.plugins_dir`: the first
@@ -39,6 +42,7 @@ from registry_core.elevation.gates import InProcessGate, choose_gate
 from registry_core.elevation.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
 from registry_core.logsetup import setup_logging
+from registry_core.pinned import clean_env
 from registry_core.trusted import trusted_program
 
 EXIT_DENIED = 77
@@ -177,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ElevationDeniedError as exc:
         print(str(exc), file=sys.stderr)
         return EXIT_DENIED
-    return run_tethered(argv_run)
+    # The approved code runs with the clean environment of every approved run
+    # (registry_core.pinned): no PATH, BASH_ENV, LD_* or PYTHON* of the caller's.
+    return run_tethered(argv_run, clean_env(env))
 
 
 def main_entry() -> None:

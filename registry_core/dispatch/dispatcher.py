@@ -36,9 +36,11 @@ from registry_core.dispatch.result import CallResult
 from registry_core.errors import (
     ArgumentsError,
     ElevationDeniedError,
+    ExecutableChangedError,
     ExecutableError,
     ToolChangedError,
 )
+from registry_core.pinned import CHANGED_MARK, EXIT_CHANGED, approved_argv, clean_env
 from registry_core.registry import Registry, Tool
 from registry_core.registry.hostfacts import is_executable_file
 from registry_core.registry.jsonpos import format_path
@@ -63,6 +65,7 @@ from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, s
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.workdir import check_working_directory
+from registry_core.trusted import trusted_program
 
 DEFAULT_TIMEOUT = 60.0
 _NO_NAMESPACES = "{0.feature}: {0.reason}".format(missing_bwrap_gap())
@@ -192,6 +195,8 @@ class Dispatcher:
     refuses every elevation; ``find_bwrap`` says how to find bubblewrap (``None``:
     not installed) and is replaced by tests, as ``sudo`` (the absolute path of the
     sudo program; ``None``: the trusted one of a system directory, never ``PATH``).
+    ``python`` is the interpreter of the pinned exec of elevated and sudo tools
+    (:mod:`registry_core.pinned`; ``None``: the trusted system ``python3``).
     """
 
     def __init__(
@@ -202,6 +207,7 @@ class Dispatcher:
         askpass: str | None = None,
         find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap,
         sudo: str | None = None,
+        python: str | None = None,
     ) -> None:
         self.registry = registry
         self.env: Mapping[str, str] = dict(os.environ) if env is None else env
@@ -209,6 +215,7 @@ class Dispatcher:
         self.askpass = askpass
         self.find_bwrap = find_bwrap
         self.sudo = sudo
+        self.python = python
         self._cache = SandboxCache()
         self._rules = RulesCache()
         self._ldd = LddResolver()
@@ -374,6 +381,16 @@ class Dispatcher:
             raise unavailable_error(rules)
         return self._cache.get(rules)
 
+    def _pinned(self, executable: str) -> tuple[str, str]:
+        """The trusted ``python3`` of the pinned exec and ``executable``'s sha256 now."""
+        from registry_core.elevation.policies import file_sha256  # the elevated path only
+
+        python = trusted_program("python3") if self.python is None else self.python
+        sha256 = file_sha256(executable)
+        if sha256 is None:
+            raise ExecutableError(f"{executable}: cannot be read to compute its sha256")
+        return python, sha256
+
     def _run_elevated(
         self,
         tool: Tool,
@@ -384,13 +401,15 @@ class Dispatcher:
         options: CallOptions,
     ) -> CallResult:
         cwd = extra["PWD"]
-        argv = [executable]
+        python, sha256 = self._pinned(executable)
+        argv = approved_argv(python, sha256, executable)
         request = ElevationRequest(
             tool.name, Kind.SANDBOX, tuple(argv), args, cwd, client=options.client
         )
         self.gate.authorize(request)
-        env = {**self.env, **extra}
+        env = clean_env({**self.env, **extra})
         result = _spawn(argv, stdin, env, cwd, options)
+        _check_pinned(tool, result)
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True)
 
     def _run_sudo(
@@ -404,12 +423,13 @@ class Dispatcher:
     ) -> CallResult:
         require_askpass(self.askpass)
         cwd = extra["PWD"]
-        argv = sudo_argv(executable, self.sudo)
+        python, sha256 = self._pinned(executable)
+        argv = sudo_argv(executable, sha256, self.sudo, python)
         request = ElevationRequest(
             tool.name, Kind.SUDO, tuple(argv), args, cwd, client=options.client
         )
         grant = self.gate.authorize(request)
-        env = {**self.env, **extra, **grant.env}
+        env = {**clean_env({**self.env, **extra}), **grant.env}
         if self.askpass:
             env["SUDO_ASKPASS"] = self.askpass
         result = _spawn(argv, stdin, env, cwd, options)
@@ -421,7 +441,17 @@ class Dispatcher:
             if refused is not None:
                 # The credential gate said no: sudo never ran the tool.
                 raise ElevationDeniedError(refused)
+        _check_pinned(tool, result)
         return self._finish(tool, argv, result, options, sandboxed=False, elevated=True, sudo=True)
+
+
+def _check_pinned(tool: Tool, result: ProcessResult) -> None:
+    """Raise :class:`ExecutableChangedError` when the pinned exec refused to run the file."""
+    if result.exit_code != EXIT_CHANGED or result.timed_out:
+        return
+    first = result.stderr.split(b"\n", 1)[0].decode("utf-8", "replace")
+    if first.startswith(CHANGED_MARK):
+        raise ExecutableChangedError(tool.name, first.removeprefix(CHANGED_MARK))
 
 
 def _spawn(

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 
 from registry_core.elevation.kinds import Kind
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
+from registry_core.pinned import approved_argv
 from registry_core.trusted import trusted_program
 
 ASKPASS = "ollie-askpass"
@@ -68,7 +69,9 @@ class RefusingGate:
         return None
 
 
-def sudo_argv(executable: str, sudo: str | None = None) -> list[str]:
+def sudo_argv(
+    executable: str, sha256: str, sudo: str | None = None, python: str | None = None
+) -> list[str]:
     """``sudo -A`` so the password goes askpass → sudo, never via stdin, argv or env.
 
     ``sudo`` is the absolute path of the program to run, by default the trusted
@@ -77,11 +80,20 @@ def sudo_argv(executable: str, sudo: str | None = None) -> list[str]:
     requester's ``PATH`` would choose the file, and a ``sudo`` planted first on it
     receives the grant and the password.  The broker checks that this very path
     is its own trusted ``sudo``.
+
+    What sudo runs as root is :func:`registry_core.pinned.approved_argv`: a file
+    only root can change by its path, any other through the pinned exec
+    (``python`` -- by default the trusted system ``python3`` -- ``-I -c <stub>
+    <sha256> <executable>``), which as root runs the file only if its bytes are
+    the approved ``sha256``, from a sealed copy, with a clean environment.  sudo
+    closes every other descriptor, so the check happens on root's side of sudo.
     """
     program = trusted_program("sudo") if sudo is None else sudo
-    if not program.startswith("/"):
-        raise UntrustedProgramError(program, "not an absolute path")
-    return [program, "-A", "--", executable]
+    interpreter = trusted_program("python3") if python is None else python
+    for path in (program, interpreter):
+        if not path.startswith("/"):
+            raise UntrustedProgramError(path, "not an absolute path")
+    return [program, "-A", "--", *approved_argv(interpreter, sha256, executable)]
 
 
 def require_askpass(askpass: str | None) -> str:

@@ -28,7 +28,7 @@ import os
 import select
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -99,7 +99,7 @@ def _exit_code(status: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _start_command(argv: Sequence[str], lifeline: int) -> int:
+def _start_command(argv: Sequence[str], lifeline: int, env: Mapping[str, str] | None = None) -> int:
     keeper = os.getpid()
     child = os.fork()
     if child:
@@ -111,19 +111,21 @@ def _start_command(argv: Sequence[str], lifeline: int) -> int:
             os._exit(_EXIT_KEEPER_FAILED)
         for sig in (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
-        os.execv(argv[0], list(argv))  # noqa: S606 - argv is a program and its arguments
+        environ = os.environ if env is None else env
+        os.execve(argv[0], list(argv), dict(environ))  # noqa: S606 - a program and its arguments
     except BaseException as exc:  # the child must never return into Python
+        why = f"[Errno {exc.errno}] {exc.strerror}" if isinstance(exc, OSError) else str(exc)
         with contextlib.suppress(Exception):
-            os.write(2, f"ollie: cannot run {argv[0]}: {exc}\n".encode())
+            os.write(2, f"ollie: cannot run {argv[0]}: {why}\n".encode())
     os._exit(_EXIT_EXEC_FAILED)
 
 
-def _keep(argv: Sequence[str], lifeline: int) -> int:
+def _keep(argv: Sequence[str], lifeline: int, env: Mapping[str, str]) -> int:
     """The keeper: run the command, end everything beneath us when it or our parent ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's ^C is for the command
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     me = os.getpid()
-    child = _start_command(argv, lifeline)
+    child = _start_command(argv, lifeline, env)
     watch = os.pidfd_open(child)
     code = _EXIT_KEEPER_FAILED
     try:
@@ -140,8 +142,10 @@ def _keep(argv: Sequence[str], lifeline: int) -> int:
     return code
 
 
-def run_tethered(argv: Sequence[str]) -> int:
+def run_tethered(argv: Sequence[str], env: Mapping[str, str] | None = None) -> int:
     """Run ``argv`` (``argv[0]`` a path) tied to this process's life; return its exit code.
+
+    ``env`` is the command's environment (``None``: this process's).
 
     A command killed by signal N gives ``128 + N``, as in a shell.
     """
@@ -153,7 +157,7 @@ def run_tethered(argv: Sequence[str]) -> int:
         code = _EXIT_KEEPER_FAILED
         try:
             os.close(write_end)
-            code = _keep(argv, read_end)
+            code = _keep(argv, read_end, os.environ if env is None else env)
         except BaseException as exc:  # never return into the caller's code
             with contextlib.suppress(Exception):
                 os.write(2, f"ollie: the process keeper failed: {exc}\n".encode())

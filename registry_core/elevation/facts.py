@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from registry_core.elevation import messages as m
 from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.policies import fd_sha256, open_for_hashing
+from registry_core.pinned import STUB, approved_argv, display_argv, pinned_argv
 from registry_core.registry import Registry, Tool
 from registry_core.registry.meta import MAX_META_BYTES
 from registry_core.safe_open import read_regular
@@ -154,15 +155,33 @@ def _code_facts(req: m.ElevateRequest, find_program: FindProgram) -> RequestFact
     )
 
 
-_REMOTE_SUDO = f"({', '.join(SYSTEM_DIRS[:-1])} or {SYSTEM_DIRS[-1]})/sudo"
+_SYSTEM_DIRS_TEXT = f"({', '.join(SYSTEM_DIRS[:-1])} or {SYSTEM_DIRS[-1]})"
+_REMOTE_SUDO = f"{_SYSTEM_DIRS_TEXT}/sudo"
+_REMOTE_PYTHON = f"{_SYSTEM_DIRS_TEXT}/python3"
 
 
-def _remote_sudo(arg0: str) -> bool:
-    """Is ``arg0`` a plausible sudo of the remote host?  Its files cannot be looked at
-    from here, so this is a check of the string alone: an absolute path, in one of the
-    system directories, called ``sudo`` -- never a bare name (the remote requester's
-    PATH would choose it) nor a file in a directory a tool may write there."""
-    return os.path.basename(arg0) == "sudo" and os.path.dirname(arg0) in SYSTEM_DIRS
+def _remote_system_program(arg: str, name: str) -> bool:
+    """Is ``arg`` a plausible ``name`` (sudo, python3) of the remote host?  Its files
+    cannot be looked at from here, so this is a check of the string alone: an absolute
+    path, in one of the system directories, called ``name`` -- never a bare name (the
+    remote requester's PATH would choose it) nor a file in a directory a tool may write
+    there."""
+    return os.path.basename(arg) == name and os.path.dirname(arg) in SYSTEM_DIRS
+
+
+def _remote_pinned(argv: list[str]) -> tuple[str | None, str] | None:
+    """(sha256, program) of a remote argv in the dispatcher's form, or ``None``.
+
+    :func:`pinned_argv` with the remote host's system ``python3`` gives its sha256;
+    the direct form ``[program]`` (a file only root can change there, see
+    :func:`approved_argv`) has none (``None``)."""
+    if len(argv) == 1:
+        return None, argv[0]
+    if len(argv) != 6 or not _remote_system_program(argv[0], "python3"):
+        return None
+    if argv[1:4] != ["-I", "-c", STUB]:
+        return None
+    return argv[4], argv[5]
 
 
 def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
@@ -189,6 +208,15 @@ def remote_programs(tool: Tool, remote_tools_dir: str) -> set[str]:
     return programs
 
 
+def _deployed_copy(tool: Tool, program: str, remote_tools_dir: str) -> str | None:
+    """The local file ollie-remote deployed as ``program`` into ``remote_tools_dir``
+    (beside ``tool``'s ``.meta`` here), or ``None`` for a program of the remote PATH."""
+    prefix = remote_tools_dir.rstrip("/") + "/"
+    if not program.startswith(prefix):
+        return None
+    return str(tool.directory / program.removeprefix(prefix))
+
+
 def _remote_ok(program: str, programs: set[str]) -> bool:
     if program in programs:
         return True
@@ -208,8 +236,14 @@ def gather_facts(
     host whose tools (deployed from here) live there; the requested program is then
     checked against :func:`remote_programs`, and ``executable``/``sha256`` describe
     the local copy that was deployed.  ``find_program`` finds the broker's own
-    ``sudo`` and ``bash`` (the trusted ones of the system directories, never ``PATH``):
-    a request's argv[0] must be exactly that path."""
+    ``sudo``, ``python3`` and ``bash`` (the trusted ones of the system directories,
+    never ``PATH``): a request's programs must be exactly those paths.
+
+    A registry tool runs through the pinned exec (:mod:`registry_core.pinned`): the
+    argv must be ``[python3, -I, -c, STUB, sha256, executable]`` (after ``sudo -A --``
+    for a sudo tool), the stub byte for byte and the sha256 the one the broker itself
+    computes now -- so what the person approves (and what a remembered rule binds) is
+    exactly what the pinned exec agrees to run."""
     if req.code is not None and req.tool == REQUEST_CODE_TOOL:
         return _code_facts(req, find_program)
     tool = registry.usable(req.tool)
@@ -220,38 +254,61 @@ def gather_facts(
     if executable is None:
         mismatches.append(f"the registry finds no executable: {tool.resolution_detail}")
     argv = list(req.argv)
-    expected: list[str | None]
+    expected: list[str]
     if req.kind is m.Kind.SUDO and not tool.sudo:
         mismatches.append("asks to run as root, but the tool does not declare sudo: true")
     if req.kind is not m.Kind.SUDO and tool.sudo:
         mismatches.append(
             "the tool declares sudo: true but the request asks only to leave the sandbox"
         )
+    sha256 = SHA256.sha256(executable) if executable else None
+    if executable is not None and sha256 is None:
+        mismatches.append(f"the broker cannot read {executable} to compute its sha256")
     if remote_tools_dir is not None:
         # Through an ollie-remote forward: the program is a file on the remote host.
         if req.kind is m.Kind.SUDO:
-            shape = len(argv) == 4 and _remote_sudo(argv[0]) and argv[1:3] == ["-A", "--"]
-            program = argv[3] if shape else ""
+            prefix = len(argv) >= 3 and _remote_system_program(argv[0], "sudo")
+            pinned = _remote_pinned(argv[3:]) if prefix and argv[1:3] == ["-A", "--"] else None
         else:
-            shape, program = len(argv) == 1, argv[0] if argv else ""
-        ok = shape and _remote_ok(program, remote_programs(tool, remote_tools_dir))
+            pinned = _remote_pinned(argv)
+        sent_sha, program = pinned or ("", "")
+        ok = pinned is not None and _remote_ok(program, remote_programs(tool, remote_tools_dir))
+        if ok and sent_sha is None and program.startswith(remote_tools_dir.rstrip("/") + "/"):
+            ok = False  # a deployed copy is the person's file there: only pinned, never by path
+        deployed = _deployed_copy(tool, program, remote_tools_dir) if ok else None
+        if deployed is not None and sent_sha is not None:
+            copy_sha = SHA256.sha256(deployed)
+            if sent_sha != copy_sha:
+                mismatches.append(
+                    f"the remote file's sha256 {sent_sha} is not the deployed copy's {copy_sha}"
+                )
         where = f"{remote_tools_dir}/({tool.name} or a cmd of its .meta)"
-        expected = [_REMOTE_SUDO, "-A", "--", where] if req.kind is m.Kind.SUDO else [where]
-    elif req.kind is m.Kind.SUDO:
-        sudo, missing = _own_program(find_program, "sudo")
-        if missing:
-            mismatches.append(missing)
-        expected = [sudo or "sudo", "-A", "--", executable]
-        ok = sudo is not None and argv == expected
+        remote = pinned_argv(_REMOTE_PYTHON, "<sha256>", where)
+        expected = [_REMOTE_SUDO, "-A", "--", *remote] if req.kind is m.Kind.SUDO else remote
     else:
-        expected = [executable]
-        ok = argv == expected
+        python, missing_python = _own_program(find_program, "python3")
+        local = approved_argv(python or "python3", sha256 or "<unreadable>", executable or "")
+        if missing_python and len(local) > 1:  # the pinned exec needs the system's python3
+            mismatches.append(missing_python)
+        if req.kind is m.Kind.SUDO:
+            sudo, missing = _own_program(find_program, "sudo")
+            if missing:
+                mismatches.append(missing)
+            expected = [sudo or "sudo", "-A", "--", *local]
+            ok = sudo is not None and argv == expected
+        else:
+            expected = local
+            ok = argv == expected
+        ok = ok and sha256 is not None and (python is not None or len(local) == 1)
     if not ok and executable is not None:
-        mismatches.append(f"requested argv {argv!r}; the registry would run {expected!r}")
+        shown = display_argv(argv)
+        mismatches.append(
+            f"requested argv {shown!r}; the registry would run {display_argv(expected)!r}"
+        )
     return RequestFacts(
         description=tool.description,
         variant=tool.variant,
         executable=executable,
-        sha256=SHA256.sha256(executable) if executable else None,
+        sha256=sha256,
         mismatches=tuple(mismatches),
     )

@@ -48,9 +48,31 @@ class Account:
     password: str = field(repr=False)
 
 
+def free_uid() -> int:
+    """A uid for a new account: none has it and it owns none of ``/``'s top entries.
+
+    ``useradd``'s next free id can be the very id a container shows as the owner of
+    ``/``; an account with it could rename ``/usr``, and Ollie would rightly refuse
+    to trust any system program.
+    """
+    owners = {os.stat("/").st_uid}
+    for entry in os.scandir("/"):
+        with contextlib.suppress(OSError):
+            owners.add(entry.stat(follow_symlinks=False).st_uid)
+    uid = 20000
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            if uid not in owners:
+                return uid
+        uid += 1
+
+
 def add_account(name: str, password: str, *, shell: str = "/bin/bash") -> Account:
-    """``useradd -m`` the account ``name`` and set its ``password`` (through stdin)."""
-    run(["useradd", "-m", "-s", shell, name])
+    """``useradd -m`` the account ``name`` (with a :func:`free_uid`) and set its
+    ``password`` (through stdin)."""
+    run(["useradd", "-m", "-u", str(free_uid()), "-s", shell, name])
     run(["chpasswd"], stdin=f"{name}:{password}\n")
     entry = pwd.getpwnam(name)
     return Account(

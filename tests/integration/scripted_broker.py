@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.limits import FloodLimits
-from registry_core.elevation.policies import PolicyStore
+from registry_core.elevation.policies import PolicyStore, file_sha256
 from registry_core.elevation.prompter import (
     Approval,
     ApprovalRequest,
@@ -46,7 +46,9 @@ from registry_core.elevation.prompter import (
 )
 from registry_core.elevation.prompters.text import approval_text
 from registry_core.elevation.server import BrokerServer
+from registry_core.pinned import approved_argv
 from registry_core.registry import RegistryLoader
+from registry_core.trusted import trusted_program
 
 T = TypeVar("T")
 Event = dict[str, Any]
@@ -361,6 +363,12 @@ class RawClient:
     def request(self, message: dict[str, Any]) -> dict[str, Any]:
         self.send(message)
         return self.reply()
+
+
+def run_argv(executable: str | Path) -> list[str]:
+    """The argv the dispatcher sends for ``executable`` now (registry_core.pinned)."""
+    exe = str(executable)
+    return approved_argv(trusted_program("python3"), file_sha256(exe) or "", exe)
 
 
 def elevate_message(request_id: Any, tool: str, argv: list[str], **extra: Any) -> dict[str, Any]:

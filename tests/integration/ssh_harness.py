@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 import pytest
 from harness_procs import stop_process
-from local_users import install_dropin, python_for
+from local_users import free_uid, install_dropin, python_for
 
 from registry_core.paths import resources_dir
 
@@ -432,7 +432,7 @@ def create_world(local: Path) -> World:
         pwd.getpwnam(USER)
         run(["userdel", "-r", "-f", USER])  # left over from an interrupted run
     password = f"Ollie-Remote-{secrets.token_hex(12)}"
-    run(["useradd", "-m", "-s", "/bin/sh", USER])
+    run(["useradd", "-m", "-u", str(free_uid()), "-s", "/bin/sh", USER])
     run(["chpasswd"], stdin=f"{USER}:{password}\n")
     entry = pwd.getpwnam(USER)
     base = Path(tempfile.mkdtemp(prefix="ollie-remote-"))

@@ -13,7 +13,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from scripted_broker import FakePrompter, audit_records, elevate_message, live_server
+from scripted_broker import FakePrompter, audit_records, elevate_message, live_server, run_argv
 
 from registry_core.elevation.limits import FloodLimits
 from registry_core.elevation.messages import Kind
@@ -34,7 +34,7 @@ async def one_client(
     reader, writer = await asyncio.open_unix_connection(str(path))
     try:
         request_id = f"client-{index}"
-        message = elevate_message(request_id, tool, [str(tools / tool)], args={"n": index})
+        message = elevate_message(request_id, tool, run_argv(tools / tool), args={"n": index})
         writer.write(json.dumps(message).encode() + b"\n")
         await writer.drain()
         while True:

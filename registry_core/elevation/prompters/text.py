@@ -241,6 +241,16 @@ def _client_fields(request: ApprovalRequest) -> tuple[Field, ...]:
     return (Field("Via client", (f"{clean(request.client)}  (as the requester says)",)),)
 
 
+def approval_covers(request: ApprovalRequest) -> tuple[str, ...]:
+    """What a yes to ``request`` (not an agent's action) covers, in short plain lines."""
+    what = "exactly this code" if request.code is not None else "exactly these bytes (the sha256)"
+    return (
+        f"{what}, run in the directory above",
+        "with a clean environment (system PATH, no LD_*/PYTHON* variables);",
+        "code the tool loads from a directory others can write is trusted too",
+    )
+
+
 def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> PromptText:
     """Everything the approval question shows, for every front-end."""
     limits = limits or Limits()
@@ -279,6 +289,7 @@ def approval_text(request: ApprovalRequest, limits: Limits | None = None) -> Pro
         *_client_fields(request),
         Field("Host", (host,)),
         Field("Asks to", (request.what,)),
+        Field("Approval covers", approval_covers(request)),
     ]
     return PromptText(
         title=approval_title(request),

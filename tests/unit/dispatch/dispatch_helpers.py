@@ -6,6 +6,7 @@ must not start with ``test_``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
@@ -27,8 +28,10 @@ from registry_core.dispatch import (
 )
 from registry_core.errors import ElevationDeniedError
 from registry_core.paths import resources_dir
+from registry_core.pinned import pinned_argv
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.sandbox import abi_version
+from registry_core.trusted import find_trusted
 
 SHIPPED_PROFILE = resources_dir() / "sandbox" / "default.yaml"
 HAS_LANDLOCK = abi_version() >= 1
@@ -199,3 +202,9 @@ def assert_gone(pid: int, what: str) -> None:
     if not pid_gone(pid):
         os.kill(pid, signal.SIGKILL)
         pytest.fail(f"{what} (pid {pid}) survived the timeout")
+
+
+def pinned(exe: Path | str) -> tuple[str, ...]:
+    """The pinned exec argv (registry_core.pinned) the dispatcher sends for the file ``exe``."""
+    sha = hashlib.sha256(Path(exe).read_bytes()).hexdigest()
+    return tuple(pinned_argv(find_trusted("python3") or "/usr/bin/python3", sha, str(exe)))

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dispatch_helpers import ECHO, FakeGate, Stack
+from dispatch_helpers import ECHO, FakeGate, Stack, pinned
 
 from registry_core.dispatch import Authorization, Dispatcher, ElevationRequest, Kind
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
-from registry_core.trusted import find_trusted
+from registry_core.trusted import SYSTEM_PATH, find_trusted
 
 # --- elevated: outside the sandbox after approval ------------------------------------------
 
@@ -41,7 +41,7 @@ def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
     assert result.ok, result.error
     assert gate.requests == [
         ElevationRequest(
-            "lift", Kind.SANDBOX, (str(exe),), {"n": 1}, str(stack.cwd), client="agent-x"
+            "lift", Kind.SANDBOX, pinned(exe), {"n": 1}, str(stack.cwd), client="agent-x"
         )
     ]
     seen = json.loads(result.stdout)
@@ -49,7 +49,10 @@ def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
     assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
     env = seen["env"]
     for name, value in stack.env.items():
-        assert env[name] == value  # the caller's whole environment
+        if name != "PATH":
+            assert env[name] == value  # the caller's environment, cleaned (registry_core.pinned)
+    assert env["PATH"] == SYSTEM_PATH  # never the caller's: a project's bin may be on it
+    assert env["PYTHONSAFEPATH"] == "1"
     assert env["OLLIE_TOOLS_PATH"] == str(stack.tools)
     assert env["PWD"] == str(stack.cwd)
     assert env["OLLIE_ELEVATE_SOCKET"] == str(stack.root / "runtime" / "ollie" / "elevate.sock")
@@ -57,7 +60,7 @@ def test_an_approved_elevated_call_exactly(stack: Stack) -> None:
     assert result.sandboxed is False
     assert result.elevated is True
     assert result.sudo is False
-    assert result.argv == (str(exe),)
+    assert result.argv == pinned(exe)
     assert result.unenforced == ()
     assert len(started) == 1
 
@@ -148,13 +151,13 @@ def test_an_approved_sudo_call_runs_the_tool_through_sudo(stack: Stack) -> None:
         "rooty", {"k": "v"}, stack.options(client="agent-y", on_start=started.append)
     )
     assert result.ok, result.error
-    argv = (str(stack.root / "bin" / "sudo"), "-A", "--", str(exe))
+    argv = (str(stack.root / "bin" / "sudo"), "-A", "--", *pinned(exe))
     assert gate.requests == [
         ElevationRequest("rooty", Kind.SUDO, argv, {"k": "v"}, str(stack.cwd), client="agent-y")
     ]
     assert gate.reports == [("grant-7", 0, False)]
     seen = _sudo_seen(stack)
-    assert seen["argv"] == ["-A", "--", str(exe)]
+    assert seen["argv"] == ["-A", "--", *pinned(exe)]
     assert os.path.realpath(seen["cwd"]) == os.path.realpath(stack.cwd)
     env = seen["env"]
     assert env["SUDO_ASKPASS"] == ASKPASS
@@ -199,7 +202,7 @@ def test_without_an_injected_sudo_the_trusted_one_runs_never_paths(stack: Stack)
         return
     with pytest.raises(ElevationDeniedError):
         dispatcher.call("rooty", {}, stack.options())
-    assert [r.argv for r in gate.requests] == [(trusted, "-A", "--", str(exe))]
+    assert [r.argv for r in gate.requests] == [(trusted, "-A", "--", *pinned(exe))]
     assert not (stack.root / "bin" / "sudo.seen").exists()
 
 

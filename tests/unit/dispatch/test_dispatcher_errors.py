@@ -21,6 +21,7 @@ from dispatch_helpers import (
     FakeGate,
     Stack,
     assert_no_process,
+    pinned,
 )
 
 from registry_core.dispatch import CallOptions, Kind
@@ -217,7 +218,7 @@ def test_denied_sudo_request_describes_the_two_gates_chain(stack: Stack) -> None
         dispatcher.call("rooty", {"x": 1}, stack.options())
     (request,) = gate.requests
     assert request.kind is Kind.SUDO
-    assert request.argv == (find_trusted("sudo"), "-A", "--", str(exe))
+    assert request.argv == (find_trusted("sudo"), "-A", "--", *pinned(exe))
     assert request.args == {"x": 1}
     assert request.cwd == str(stack.cwd)
     assert gate.reports == []
@@ -231,11 +232,11 @@ def test_approved_elevation_runs_outside_the_sandbox(stack: Stack) -> None:
     result = stack.dispatcher(gate=gate).call("escape", {"text": "hi"}, stack.options())
     assert result.ok, result.error
     assert (result.sandboxed, result.elevated, result.sudo) == (False, True, False)
-    assert result.stdout == ":42\n"  # outside the sandbox the caller's environment passes
+    assert result.stdout == ":42\n"  # outside the sandbox the caller's (cleaned) environment
     assert (stack.home / "note.txt").read_text() == "escaped\n"
     (request,) = gate.requests
     assert request.kind is Kind.SANDBOX
-    assert request.argv == (str(exe),)
+    assert request.argv == pinned(exe)
     assert request.args == {"text": "hi"}
 
 

@@ -14,9 +14,13 @@ from registry_core.dispatch.gate import (
     sudo_argv,
 )
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
+from registry_core.pinned import pinned_argv
 from registry_core.trusted import find_trusted
 
 REQUEST = ElevationRequest("fix-dns", Kind.SUDO, ("sudo", "-A", "--", "/t/fix"), {}, "/work")
+
+
+SHA = "0" * 64
 
 
 def test_the_refusing_gate_denies_with_its_default_reason() -> None:
@@ -37,7 +41,8 @@ def test_the_refusing_gate_has_no_sudo_refusal_to_report() -> None:
 
 
 def test_sudo_reads_the_password_through_askpass_and_ends_its_options() -> None:
-    assert sudo_argv("/t/-x", sudo="/opt/s/sudo") == ["/opt/s/sudo", "-A", "--", "/t/-x"]
+    argv = sudo_argv("/t/-x", "ab" * 32, sudo="/opt/s/sudo", python="/opt/p/python3")
+    assert argv == ["/opt/s/sudo", "-A", "--", *pinned_argv("/opt/p/python3", "ab" * 32, "/t/-x")]
 
 
 def test_sudo_is_the_trusted_one_by_its_absolute_path_never_a_bare_name(
@@ -50,12 +55,14 @@ def test_sudo_is_the_trusted_one_by_its_absolute_path_never_a_bare_name(
     trusted = find_trusted("sudo")
     if trusted is None:
         with pytest.raises(UntrustedProgramError) as raised:
-            sudo_argv("/t/fix")
+            sudo_argv("/t/fix", SHA)
         assert (raised.value.program, raised.value.package) == ("sudo", "sudo")
     else:
-        assert sudo_argv("/t/fix") == [trusted, "-A", "--", "/t/fix"]
+        assert sudo_argv("/t/fix", SHA)[:4] == [trusted, "-A", "--", find_trusted("python3")]
     with pytest.raises(UntrustedProgramError):
-        sudo_argv("/t/fix", sudo="sudo")
+        sudo_argv("/t/fix", SHA, sudo="sudo")
+    with pytest.raises(UntrustedProgramError):
+        sudo_argv("/t/fix", SHA, sudo="/usr/bin/sudo", python="python3")
 
 
 def test_without_ollies_askpass_a_sudo_run_is_refused() -> None:

@@ -28,12 +28,19 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
+from registry_core.pinned import pinned_argv
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.trusted import find_trusted
 
 T = TypeVar("T")
 HOST = "testhost"
 WAIT = 10.0
+
+
+def pinned_exec(exe: str) -> tuple[str, ...]:
+    """The pinned exec argv (registry_core.pinned) of the file ``exe`` with its sha256 now."""
+    python = find_trusted("python3") or "/usr/bin/python3"
+    return tuple(pinned_argv(python, file_sha256(exe) or "<unreadable>", exe))
 
 
 class FakePrompter:
@@ -141,12 +148,16 @@ class Setup:
     def exe(self, name: str) -> str:
         return str(self.tools / name)
 
+    def pinned(self, name: str) -> tuple[str, ...]:
+        """The argv of ``name``'s pinned exec, as the dispatcher sends it now."""
+        return pinned_exec(self.exe(name))
+
     def request(self, tool: str = "greet", rid: m.RequestId = 1, **kw: Any) -> m.ElevateRequest:
         fields: dict[str, Any] = {
             "id": rid,
             "tool": tool,
             "kind": m.Kind.SANDBOX,
-            "argv": (self.exe(tool),),
+            "argv": self.pinned(tool) if os.path.exists(self.exe(tool)) else (self.exe(tool),),
             "args": {},
             "cwd": "/",
         }
@@ -211,7 +222,7 @@ def decide(broker: Broker, setup: Setup, *reqs: m.ElevateRequest) -> list[m.Deci
 
 
 def sudo_request(setup: Setup, rid: m.RequestId = 1, **kw: Any) -> m.ElevateRequest:
-    argv = (find_trusted("sudo") or "/usr/bin/sudo", "-A", "--", setup.exe("rooty"))
+    argv = (find_trusted("sudo") or "/usr/bin/sudo", "-A", "--", *setup.pinned("rooty"))
     return setup.request("rooty", rid, kind=m.Kind.SUDO, argv=argv, **kw)
 
 

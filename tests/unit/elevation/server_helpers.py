@@ -93,7 +93,7 @@ def elevate(setup: Setup, rid: object, tool: str = "greet") -> dict[str, Any]:
         "op": "elevate",
         "tool": tool,
         "kind": "sandbox",
-        "argv": [setup.exe(tool)],
+        "argv": list(setup.pinned(tool)),
         "args": {},
         "cwd": "/",
     }

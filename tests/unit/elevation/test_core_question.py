@@ -18,7 +18,9 @@ from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.core import Broker, BrokerConfig
 from registry_core.elevation.identity import Requester
+from registry_core.elevation.policies import file_sha256
 from registry_core.elevation.prompter import Approval, ApprovalRequest
+from registry_core.pinned import pinned_argv
 from registry_core.registry import Registry, RegistryLoader
 
 
@@ -80,7 +82,10 @@ def test_a_forward_without_a_remote_tools_directory_runs_the_local_file(setup: S
     asked = _asked(setup, setup.request(), forwarded)
     assert asked.mismatches == ()
     remote_dir = dataclasses.replace(forwarded, tools_dir="/home/bob/tools")
-    asked = _asked(setup, setup.request(argv=("/home/bob/tools/greet",)), remote_dir)
+    there = pinned_argv(
+        "/usr/bin/python3", file_sha256(setup.exe("greet")) or "", "/home/bob/tools/greet"
+    )
+    asked = _asked(setup, setup.request(argv=tuple(there)), remote_dir)
     assert asked.mismatches == ()
 
 

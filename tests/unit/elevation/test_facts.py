@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from core_helpers import pinned_exec
 
 from registry_core.elevation import facts
 from registry_core.elevation import messages as m
@@ -61,7 +62,7 @@ def sha(path: Path | str) -> str:
 
 def test_facts_come_from_the_registry(registry: Registry, tools: Path) -> None:
     exe = tools / "greet"
-    facts = gather_facts(registry, request("greet", [str(exe)]))
+    facts = gather_facts(registry, request("greet", list(pinned_exec(str(exe)))))
     assert facts.description == "Say hello."
     assert facts.executable == str(exe)
     assert facts.sha256 == sha(exe)
@@ -87,7 +88,9 @@ def test_sudo_argv_in_the_dispatchers_form_matches(registry: Registry, tools: Pa
     sudo = find_trusted("sudo")
     if sudo is None:
         pytest.skip("no trusted sudo here")
-    facts = gather_facts(registry, request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO))
+    facts = gather_facts(
+        registry, request("rooty", [sudo, "-A", "--", *pinned_exec(exe)], m.Kind.SUDO)
+    )
     assert facts.mismatches == ()
 
 
@@ -96,7 +99,9 @@ def test_a_fake_sudo_is_flagged(registry: Registry, tools: Path, tmp_path: Path)
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\n")
     exe = str(tools / "rooty")
-    facts = gather_facts(registry, request("rooty", [str(fake), "-A", "--", exe], m.Kind.SUDO))
+    facts = gather_facts(
+        registry, request("rooty", [str(fake), "-A", "--", *pinned_exec(exe)], m.Kind.SUDO)
+    )
     assert facts.mismatches
     assert str(fake) in facts.mismatches[-1]
 
@@ -317,7 +322,9 @@ def test_the_broker_refuses_a_bare_or_planted_sudo(
     fake = planted_first_on_path(tmp_path, monkeypatch, "sudo")
     exe = str(tools / "rooty")
     for sudo in ("sudo", str(fake), "/tmp/x/sudo", "./sudo"):
-        facts = gather_facts(registry, request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO))
+        facts = gather_facts(
+            registry, request("rooty", [sudo, "-A", "--", *pinned_exec(exe)], m.Kind.SUDO)
+        )
         assert len(facts.mismatches) == 1, sudo
         assert repr(sudo) in facts.mismatches[0]
 
@@ -329,10 +336,10 @@ def test_the_broker_accepts_exactly_its_own_trusted_sudo(
     injected = str(tmp_path / "the-one" / "sudo")
 
     def find(name: str) -> str | None:
-        return injected if name == "sudo" else None
+        return injected if name == "sudo" else find_trusted(name)
 
     def mismatches(sudo: str) -> tuple[str, ...]:
-        req = request("rooty", [sudo, "-A", "--", exe], m.Kind.SUDO)
+        req = request("rooty", [sudo, "-A", "--", *pinned_exec(exe)], m.Kind.SUDO)
         return gather_facts(registry, req, find_program=find).mismatches
 
     assert mismatches(injected) == ()
@@ -345,7 +352,7 @@ def test_without_a_trusted_sudo_every_sudo_request_is_flagged(
     registry: Registry, tools: Path
 ) -> None:
     exe = str(tools / "rooty")
-    req = request("rooty", ["/usr/bin/sudo", "-A", "--", exe], m.Kind.SUDO)
+    req = request("rooty", ["/usr/bin/sudo", "-A", "--", *pinned_exec(exe)], m.Kind.SUDO)
     facts = gather_facts(registry, req, find_program=lambda name: None)
     assert any("sudo" in x and "not installed" in x for x in facts.mismatches)
 

@@ -11,11 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
+from core_helpers import pinned_exec
 
 from registry_core.elevation import facts
 from registry_core.elevation import messages as m
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, Sha256Cache, gather_facts
 from registry_core.elevation.policies import fd_sha256
+from registry_core.pinned import display_argv
 from registry_core.registry import RegistryLoader
 from registry_core.trusted import find_trusted
 
@@ -97,22 +99,30 @@ def test_sudo_is_exactly_the_one_the_brokers_lookup_finds(tmp_path: Path) -> Non
     (tools / "rooty.meta").write_text(json.dumps({"description": "Root.", "sudo": True}))
     registry = RegistryLoader([tools], {"PATH": "/usr/bin:/bin"}).load()
     own = program(tmp_path / "bin", "sudo")
+    pinned = list(pinned_exec(str(exe)))
 
     def mismatches(sudo: str, found: str | None = str(own)) -> tuple[str, ...]:
-        argv = (sudo, "-A", "--", str(exe))
+        argv = (sudo, "-A", "--", *pinned)
         req = m.ElevateRequest(id=1, tool="rooty", kind=m.Kind.SUDO, argv=argv, args={}, cwd="/")
-        return gather_facts(registry, req, find_program=lambda name: found).mismatches
+
+        def find(name: str) -> str | None:
+            return found if name == "sudo" else find_trusted(name)
+
+        return gather_facts(registry, req, find_program=find).mismatches
+
+    def shown(*argv: str) -> list[str]:
+        return display_argv(list(argv))
 
     assert mismatches(str(own)) == ()
     for other in ("sudo", "/usr/bin/sudo"):
-        expected = f"the registry would run {[str(own), '-A', '--', str(exe)]!r}"
+        expected = f"the registry would run {shown(str(own), '-A', '--', *pinned)!r}"
         assert mismatches(other) == (
-            f"requested argv {[other, '-A', '--', str(exe)]!r}; {expected}",
+            f"requested argv {shown(other, '-A', '--', *pinned)!r}; {expected}",
         )
     assert mismatches("/usr/bin/sudo", None) == (
         "sudo is not installed in a system directory this broker trusts",
-        f"requested argv {['/usr/bin/sudo', '-A', '--', str(exe)]!r}; "
-        f"the registry would run {['sudo', '-A', '--', str(exe)]!r}",
+        f"requested argv {shown('/usr/bin/sudo', '-A', '--', *pinned)!r}; "
+        f"the registry would run {shown('sudo', '-A', '--', *pinned)!r}",
     )
 
 
@@ -129,7 +139,7 @@ def test_the_brokers_sudo_ignores_its_own_path(
     if trusted is None:
         pytest.skip("no trusted sudo here")
     for sudo, found in ((trusted, True), (str(planted), False), ("sudo", False)):
-        argv = (sudo, "-A", "--", str(exe))
+        argv = (sudo, "-A", "--", *pinned_exec(str(exe)))
         req = m.ElevateRequest(id=1, tool="rooty", kind=m.Kind.SUDO, argv=argv, args={}, cwd="/")
         assert (gather_facts(registry, req).mismatches == ()) is found, sudo
 
@@ -159,25 +169,26 @@ def mismatches_of(
 
 def test_every_local_mismatch_word_for_word(local_tools: tuple[RegistryLoader, Path]) -> None:
     _, tools = local_tools
-    greet, rooty = str(tools / "greet"), str(tools / "rooty")
+    greet, rooty = pinned_exec(str(tools / "greet")), pinned_exec(str(tools / "rooty"))
     sudo = find_trusted("sudo")
     if sudo is None:
         pytest.skip("no trusted sudo here")
-    assert mismatches_of(local_tools, "greet", [greet], code="id") == (
+    assert mismatches_of(local_tools, "greet", [*greet], code="id") == (
         "a code field was sent for a registry tool",
     )
-    assert mismatches_of(local_tools, "greet", [sudo, "-A", "--", greet], m.Kind.SUDO) == (
+    assert mismatches_of(local_tools, "greet", [sudo, "-A", "--", *greet], m.Kind.SUDO) == (
         "asks to run as root, but the tool does not declare sudo: true",
     )
-    assert mismatches_of(local_tools, "rooty", [rooty]) == (
+    assert mismatches_of(local_tools, "rooty", [*rooty]) == (
         "the tool declares sudo: true but the request asks only to leave the sandbox",
     )
     argv = [sudo, "-A", "--", "/bin/true"]
+    would = display_argv([sudo, "-A", "--", *rooty])
     assert mismatches_of(local_tools, "rooty", argv, m.Kind.SUDO) == (
-        f"requested argv {argv!r}; the registry would run {[sudo, '-A', '--', rooty]!r}",
+        f"requested argv {argv!r}; the registry would run {would!r}",
     )
     assert mismatches_of(local_tools, "greet", ["/bin/true"]) == (
-        f"requested argv {['/bin/true']!r}; the registry would run {[greet]!r}",
+        f"requested argv {['/bin/true']!r}; the registry would run {display_argv(greet)!r}",
     )
 
 

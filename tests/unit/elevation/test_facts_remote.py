@@ -4,6 +4,7 @@ and of the facts of a request forwarded by ollie-remote (``gather_facts`` with
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.facts import gather_facts, remote_programs
+from registry_core.pinned import display_argv, pinned_argv
 from registry_core.registry import Registry, RegistryLoader
 from registry_core.registry.meta import MAX_META_BYTES
 from registry_core.registry.model import Status, Tool
@@ -134,27 +136,58 @@ def forwarded(
     return gather_facts(registry, req, remote_tools_dir=REMOTE).mismatches
 
 
+SH_SHA = hashlib.sha256(b"#!/bin/sh\n").hexdigest()  # the deployed copies' bytes
+PYTHON_THERE = "(/usr/bin, /bin, /usr/sbin, /sbin or /usr/local/bin)/python3"
+
+
+def there(program: str, sha: str = SH_SHA, python: str = "/usr/bin/python3") -> list[str]:
+    """The pinned exec argv the remote dispatcher sends for ``program``."""
+    return pinned_argv(python, sha, program)
+
+
+def would_run(tool: str, sudo: bool = False) -> list[str]:
+    """How a mismatch shows what the registry would run over there."""
+    where = f"{REMOTE}/({tool} or a cmd of its .meta)"
+    pinned = pinned_argv(PYTHON_THERE, "<sha256>", where)
+    sudo_there = "(/usr/bin, /bin, /usr/sbin, /sbin or /usr/local/bin)/sudo"
+    return display_argv([sudo_there, "-A", "--", *pinned] if sudo else pinned)
+
+
 def test_a_forwarded_request_may_run_any_deployed_program(remote_registry: Registry) -> None:
-    assert forwarded(remote_registry, "probe", [f"{REMOTE}/probe_a"]) == ()
-    # A program the remote PATH finds: any absolute path of that name.
-    assert forwarded(remote_registry, "probe", ["/usr/bin/lsblk"]) == ()
-    assert forwarded(remote_registry, "probe", ["/usr/local/sbin/lsblk"]) == ()
+    assert forwarded(remote_registry, "probe", there(f"{REMOTE}/probe_a")) == ()
+    # A program the remote PATH finds: any absolute path of that name (its bytes there
+    # are not the broker's to know).
+    assert forwarded(remote_registry, "probe", there("/usr/bin/lsblk")) == ()
+    assert forwarded(remote_registry, "probe", there("/usr/local/sbin/lsblk")) == ()
+    # The remote host's python3, by its absolute path in a system directory.
+    assert (
+        forwarded(remote_registry, "probe", there(f"{REMOTE}/probe_a", python="/bin/python3")) == ()
+    )
 
 
 def test_a_forwarded_request_for_another_program_is_flagged(remote_registry: Registry) -> None:
-    where = f"{REMOTE}/(probe or a cmd of its .meta)"
-    assert forwarded(remote_registry, "probe", ["/tmp/probe_a"]) == (
-        f"requested argv ['/tmp/probe_a']; the registry would run [{where!r}]",
-    )
-    # A PATH program must be named by an absolute path.
-    assert forwarded(remote_registry, "probe", ["lsblk"]) == (
-        f"requested argv ['lsblk']; the registry would run [{where!r}]",
-    )
-    assert forwarded(remote_registry, "probe", [f"{REMOTE}/probe_a", "-x"]) == (
-        f"requested argv [{REMOTE + '/probe_a'!r}, '-x']; the registry would run [{where!r}]",
-    )
-    assert forwarded(remote_registry, "probe", []) == (
-        f"requested argv []; the registry would run [{where!r}]",
+    expected = would_run("probe")
+    for argv in (
+        there("/tmp/probe_a"),
+        # A PATH program must be named by an absolute path.
+        there("lsblk"),
+        [*there(f"{REMOTE}/probe_a"), "-x"],
+        [f"{REMOTE}/probe_a"],  # not through the pinned exec
+        there(f"{REMOTE}/probe_a", python="python3"),
+        there(f"{REMOTE}/probe_a", python="/tmp/x/python3"),
+        [],
+    ):
+        assert forwarded(remote_registry, "probe", argv) == (
+            f"requested argv {display_argv(argv)!r}; the registry would run {expected!r}",
+        ), argv
+
+
+def test_a_forwarded_file_whose_sha256_is_not_the_deployed_copys_is_flagged(
+    remote_registry: Registry,
+) -> None:
+    other = hashlib.sha256(b"#!/bin/sh\nrm -rf ~\n").hexdigest()
+    assert forwarded(remote_registry, "probe", there(f"{REMOTE}/probe_a", other)) == (
+        f"the remote file's sha256 {other} is not the deployed copy's {SH_SHA}",
     )
 
 
@@ -162,6 +195,7 @@ def test_a_forwarded_sudo_request_is_checked_in_the_dispatchers_form(
     remote_registry: Registry,
 ) -> None:
     program = f"{REMOTE}/rooty"
+    pinned = there(program)
     # The remote host's own sudo, a file over there: a name in a system directory.
     for sudo in (
         "/usr/bin/sudo",
@@ -170,24 +204,23 @@ def test_a_forwarded_sudo_request_is_checked_in_the_dispatchers_form(
         "/sbin/sudo",
         "/usr/local/bin/sudo",
     ):
-        assert forwarded(remote_registry, "rooty", [sudo, "-A", "--", program], m.Kind.SUDO) == ()
-    where = f"{REMOTE}/(rooty or a cmd of its .meta)"
-    sudo_there = "(/usr/bin, /bin, /usr/sbin, /sbin or /usr/local/bin)/sudo"
+        assert forwarded(remote_registry, "rooty", [sudo, "-A", "--", *pinned], m.Kind.SUDO) == ()
     for argv in (
-        ["doas", "-A", "--", program],
+        ["doas", "-A", "--", *pinned],
         # A bare name runs what the remote requester's PATH finds; the others are
         # files a tool there may have written.
-        ["sudo", "-A", "--", program],
-        ["/opt/remote/bin/sudo", "-A", "--", program],
-        ["/tmp/x/sudo", "-A", "--", program],
-        ["/usr/bin/../../tmp/sudo", "-A", "--", program],
-        ["/usr/bin/./sudo", "-A", "--", program],
-        ["/usr/bin/sudo", "-S", "--", program],
-        ["/usr/bin/sudo", "-A", "-E", program],
-        ["/usr/bin/sudo", "-A", "--", "/tmp/rooty"],
-        ["/usr/bin/sudo", "-A", "--", program, "-x"],
+        ["sudo", "-A", "--", *pinned],
+        ["/opt/remote/bin/sudo", "-A", "--", *pinned],
+        ["/tmp/x/sudo", "-A", "--", *pinned],
+        ["/usr/bin/../../tmp/sudo", "-A", "--", *pinned],
+        ["/usr/bin/./sudo", "-A", "--", *pinned],
+        ["/usr/bin/sudo", "-S", "--", *pinned],
+        ["/usr/bin/sudo", "-A", "-E", *pinned],
+        ["/usr/bin/sudo", "-A", "--", *there("/tmp/rooty")],
+        ["/usr/bin/sudo", "-A", "--", *pinned, "-x"],
+        ["/usr/bin/sudo", "-A", "--", program],
         ["/usr/bin/sudo", "-A", "--"],
     ):
-        would_run = [sudo_there, "-A", "--", where]
-        expected = f"requested argv {argv!r}; the registry would run {would_run!r}"
+        would = would_run("rooty", sudo=True)
+        expected = f"requested argv {display_argv(argv)!r}; the registry would run {would!r}"
         assert forwarded(remote_registry, "rooty", argv, m.Kind.SUDO) == (expected,), argv

@@ -97,7 +97,7 @@ def frame(setup: Setup, rid: object, tool: str = "greet", n: int = 0) -> bytes:
         "op": "elevate",
         "tool": tool,
         "kind": "sandbox",
-        "argv": [setup.exe(tool)],
+        "argv": list(setup.pinned(tool)),
         "args": {"n": n},
         "cwd": "/",
     }

@@ -5,6 +5,7 @@ question, and the audit record."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 from collections import deque
@@ -25,6 +26,7 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
+from registry_core.pinned import pinned_argv
 from registry_core.registry import RegistryLoader
 
 HOST = "desk"
@@ -104,6 +106,13 @@ def elevate(tool: str, argv: list[str], rid: int = 1, **kw: Any) -> m.ElevateReq
     return m.ElevateRequest(id=rid, tool=tool, argv=tuple(argv), **fields)
 
 
+def there(tools: Path, name: str, program: str | None = None) -> list[str]:
+    """The remote dispatcher's pinned exec of ``program`` (default: the deployed ``name``),
+    with the sha256 of the copy deployed from ``tools``."""
+    sha = hashlib.sha256((tools / name).read_bytes()).hexdigest()
+    return pinned_argv("/usr/bin/python3", sha, program or f"{REMOTE_TOOLS}/{name}")
+
+
 def audit(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
 
@@ -111,7 +120,7 @@ def audit(tmp_path: Path) -> list[dict[str, Any]]:
 def test_the_record_names_the_host_and_the_request_only_claims(tmp_path: Path, tools: Path) -> None:
     prompter = FakePrompter(Approval(True))
     b = broker(tmp_path, tools, prompter)
-    req = elevate("probe", [f"{REMOTE_TOOLS}/probe"], host="laptop")  # the remote's claim
+    req = elevate("probe", there(tools, "probe"), host="laptop")  # the remote's claim
     reply = asyncio.run(b.elevate(req, remote("build-server")))
     assert reply.decision is m.Decision.ALLOW
     [asked] = prompter.asked
@@ -129,7 +138,7 @@ def test_the_record_names_the_host_and_the_request_only_claims(tmp_path: Path, t
 def test_policies_do_not_leak_between_hosts(tmp_path: Path, tools: Path) -> None:
     prompter = FakePrompter(Approval(True, Remember.ALWAYS), Approval(False), Approval(False))
     b = broker(tmp_path, tools, prompter)
-    argv = [f"{REMOTE_TOOLS}/probe"]
+    argv = there(tools, "probe")
 
     async def scenario() -> list[m.DecisionReply]:
         return [
@@ -155,14 +164,20 @@ def test_remote_program_paths_are_checked_against_the_remote_tools_dir(
 
     async def scenario() -> None:
         # Any variant's cmd is fine: the remote host resolves its own variant.
-        await b.elevate(elevate("logs", [f"{REMOTE_TOOLS}/logs_a"], 1), remote("laptop"))
-        await b.elevate(elevate("logs", [f"{REMOTE_TOOLS}/logs_b"], 2), remote("laptop"))
-        await b.elevate(elevate("probe", ["/tmp/elsewhere/probe"], 3), remote("laptop"))
-        await b.elevate(elevate("probe", [f"{REMOTE_TOOLS}/probe", "-x"], 4), remote("laptop"))
-        await b.elevate(elevate("probe", [f"{REMOTE_TOOLS}/probe"], 5), LOCAL)  # not remote
+        await b.elevate(elevate("logs", there(tools, "logs_a"), 1), remote("laptop"))
+        await b.elevate(elevate("logs", there(tools, "logs_b"), 2), remote("laptop"))
+        elsewhere = there(tools, "probe", "/tmp/elsewhere/probe")
+        await b.elevate(elevate("probe", elsewhere, 3), remote("laptop"))
+        await b.elevate(elevate("probe", [*there(tools, "probe"), "-x"], 4), remote("laptop"))
+        await b.elevate(elevate("probe", there(tools, "probe"), 5), LOCAL)  # not remote
+        # A deployed copy by its path, not through the pinned exec; bytes not the copy's.
+        await b.elevate(elevate("probe", [f"{REMOTE_TOOLS}/probe"], 6), remote("laptop"))
+        wrong = pinned_argv("/usr/bin/python3", "0" * 64, f"{REMOTE_TOOLS}/logs_a")
+        await b.elevate(elevate("logs", wrong, 7), remote("laptop"))
 
     asyncio.run(scenario())
-    assert [bool(a.mismatches) for a in prompter.asked] == [False, False, True, True, True]
+    flagged = [bool(a.mismatches) for a in prompter.asked]
+    assert flagged == [False, False, True, True, True, True, True]
 
 
 def test_remote_sudo_asks_for_the_remote_accounts_password(tmp_path: Path, tools: Path) -> None:
@@ -171,7 +186,7 @@ def test_remote_sudo_asks_for_the_remote_accounts_password(tmp_path: Path, tools
     requester = remote("laptop")
 
     async def scenario() -> m.Reply:
-        argv = ["/usr/bin/sudo", "-A", "--", f"{REMOTE_TOOLS}/rooty"]
+        argv = ["/usr/bin/sudo", "-A", "--", *there(tools, "rooty")]
         decision = await b.elevate(elevate("rooty", argv, kind=m.Kind.SUDO), requester)
         assert decision.grant is not None and not prompter.asked[0].mismatches
         ask = m.AskpassRequest(id=2, grant=decision.grant, prompt="[sudo] password: ", attempt=1)
@@ -189,7 +204,7 @@ def test_the_claim_is_shown_as_a_claim(tmp_path: Path, tools: Path) -> None:
 
     prompter = FakePrompter(Approval(False))
     b = broker(tmp_path, tools, prompter)
-    req = elevate("probe", [f"{REMOTE_TOOLS}/probe"], host="laptop")
+    req = elevate("probe", there(tools, "probe"), host="laptop")
     asyncio.run(b.elevate(req, remote("build-server")))
     text = approval_text(prompter.asked[0])
     [host] = [f.lines for f in text.fields if f.label == "Host"]

@@ -27,7 +27,10 @@ from ollie_tray.app import AppOptions, TrayApp
 from ollie_tray.dialogs.approval import ApprovalDialog
 from registry_core.elevation import messages as m
 from registry_core.elevation.client import BrokerClient, broker_alive
+from registry_core.elevation.policies import file_sha256
 from registry_core.elevation.server import bind_socket
+from registry_core.pinned import approved_argv
+from registry_core.trusted import trusted_program
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "resources" / "examples" / "tools"
@@ -87,6 +90,12 @@ def run_app(
         asyncio.set_event_loop(None)
 
 
+def run_argv(executable: Path | None) -> list[str]:
+    """The argv the dispatcher would send for ``executable`` (registry_core.pinned)."""
+    exe = str(executable)
+    return approved_argv(trusted_program("python3"), file_sha256(exe) or "", exe)
+
+
 def elevate_in_thread(
     socket_path: Path, tool: str, argv: list[str]
 ) -> tuple[threading.Thread, dict[str, Any]]:
@@ -124,7 +133,7 @@ def test_approval_through_the_dialog_reaches_the_client_audit_and_policy(
 ) -> None:
     async def scenario(app: TrayApp) -> Any:
         tool = app.loader.current.get("write_protected_note")
-        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        thread, box = elevate_in_thread(app.socket_path, tool.name, run_argv(tool.executable))
         dialog = await wait_for(lambda: app.prompter.current_dialog)
         assert isinstance(dialog, ApprovalDialog)
         assert not dialog.approve_button.isEnabled()  # armed only after the delay
@@ -153,7 +162,7 @@ def test_escape_denies_and_disconnect_withdraws_the_dialog(
 ) -> None:
     async def scenario(app: TrayApp) -> Any:
         tool = app.loader.current.get("write_protected_note")
-        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        thread, box = elevate_in_thread(app.socket_path, tool.name, run_argv(tool.executable))
         dialog = await wait_for(lambda: app.prompter.current_dialog)
         dialog.reject()  # Esc
         await join(thread)
@@ -190,7 +199,7 @@ def test_quit_denies_pending_and_removes_the_socket(
 ) -> None:
     async def scenario(app: TrayApp) -> Any:
         tool = app.loader.current.get("write_protected_note")
-        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        thread, box = elevate_in_thread(app.socket_path, tool.name, run_argv(tool.executable))
         await wait_for(lambda: app.prompter.current_dialog)
         app.quit()
         await join(thread)
@@ -220,7 +229,7 @@ def test_sighup_takes_the_shutdown_path(qapp: QApplication, tray_env: dict[str, 
 
     async def scenario(app: TrayApp) -> Any:
         tool = app.loader.current.get("write_protected_note")
-        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        thread, box = elevate_in_thread(app.socket_path, tool.name, run_argv(tool.executable))
         await wait_for(lambda: app.prompter.current_dialog)
         os.kill(os.getpid(), signal.SIGHUP)
         await join(thread)
@@ -237,7 +246,7 @@ def test_pause_denies_everything(qapp: QApplication, tray_env: dict[str, str]) -
     async def scenario(app: TrayApp) -> Any:
         app.broker.set_paused(True)
         tool = app.loader.current.get("write_protected_note")
-        thread, box = elevate_in_thread(app.socket_path, tool.name, [str(tool.executable)])
+        thread, box = elevate_in_thread(app.socket_path, tool.name, run_argv(tool.executable))
         await join(thread)
         return box
 

@@ -72,6 +72,9 @@ def test_every_warning_and_field_at_once_word_for_word() -> None:
         "Via client:    codex  (as the requester says)",
         "Host:          box  (REMOTE)  (it calls itself laptop)",
         "Asks to:       run as root via sudo",
+        "Approval covers: exactly these bytes (the sha256), run in the directory above",
+        "               with a clean environment (system PATH, no LD_*/PYTHON* variables);",
+        "               code the tool loads from a directory others can write is trusted too",
         "",
         "Unanswered, this request is denied after 120 s.",
     ]
@@ -107,6 +110,9 @@ def test_the_code_form_word_for_word() -> None:
         "               3000 tmux",
         "Host:          desk.example.org",
         "Asks to:       run as root via sudo",
+        "Approval covers: exactly this code, run in the directory above",
+        "               with a clean environment (system PATH, no LD_*/PYTHON* variables);",
+        "               code the tool loads from a directory others can write is trusted too",
         "",
         "Unanswered, this request is denied after 30 s.",
     ]
@@ -298,6 +304,9 @@ def test_a_sandbox_escape_without_an_executable_word_for_word() -> None:
         "               3000 tmux",
         "Host:          desk.example.org",
         "Asks to:       run outside the sandbox as you",
+        "Approval covers: exactly these bytes (the sha256), run in the directory above",
+        "               with a clean environment (system PATH, no LD_*/PYTHON* variables);",
+        "               code the tool loads from a directory others can write is trusted too",
         "",
         "Unanswered, this request is denied after 60 s.",
     ]
