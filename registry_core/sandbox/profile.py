@@ -87,12 +87,19 @@ class FilesystemSection(NamedTuple):
     rox: tuple[str, ...] = ()
     rw: tuple[str, ...] = ()
     rwx: tuple[str, ...] = ()
+    # The file line (1-based) of each entry, in :meth:`entries` order; empty when unknown.
+    lines: tuple[int, ...] = ()
 
     def entries(self) -> Iterator[tuple[str, Access]]:
         """Every ``(path template, access)`` in file order, section by section."""
         for access in Access:
             for path in getattr(self, access.value):
                 yield path, access
+
+    def located(self) -> Iterator[tuple[str, Access, int | None]]:
+        """:meth:`entries` with the line each was written on (``None`` when unknown)."""
+        for index, (path, access) in enumerate(self.entries()):
+            yield path, access, self.lines[index] if index < len(self.lines) else None
 
 
 class NetworkSection(NamedTuple):

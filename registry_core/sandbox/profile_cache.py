@@ -42,7 +42,7 @@ from registry_core.sandbox.profile import (
 )
 
 FORMAT = "ollie-profile-parse"
-VERSION = 1
+VERSION = 2
 MAX_BYTES = 4 * 1024 * 1024  # the profile (1 MiB) and its parse
 _FINGERPRINT: list[str] = []
 
@@ -100,7 +100,7 @@ def _bool(value: Any) -> bool:
 def to_json(p: SandboxProfile) -> dict[str, Any]:
     fs, net, gen, adv = p.filesystem, p.network, p.general, p.advanced
     return {
-        "filesystem": [list(fs.ro), list(fs.rox), list(fs.rw), list(fs.rwx)],
+        "filesystem": [list(fs.ro), list(fs.rox), list(fs.rw), list(fs.rwx), list(fs.lines)],
         "network": [net.enabled, net.unrestricted, list(net.bind_tcp), list(net.connect_tcp)],
         "env": list(p.env),
         "general": [gen.best_effort, gen.log_level.value],
@@ -116,7 +116,7 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
     if type(doc) is not dict:
         raise ValueError("expected an object")
     fs, net, gen, adv = doc["filesystem"], doc["network"], doc["general"], doc["advanced"]
-    if not (len(fs) == 4 and len(net) == 4 and len(gen) == 2 and len(adv) == 3):
+    if not (len(fs) == 5 and len(net) == 4 and len(gen) == 2 and len(adv) == 3):
         raise ValueError("wrong section sizes")
     pairs = doc["env_values"]
     if type(pairs) is not list or any(
@@ -128,7 +128,9 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
     return SandboxProfile(
         name=name,
         source=source,
-        filesystem=FilesystemSection(_strs(fs[0]), _strs(fs[1]), _strs(fs[2]), _strs(fs[3])),
+        filesystem=FilesystemSection(
+            _strs(fs[0]), _strs(fs[1]), _strs(fs[2]), _strs(fs[3]), _ints(fs[4])
+        ),
         network=NetworkSection(_bool(net[0]), _bool(net[1]), _ints(net[2]), _ints(net[3])),
         env=_strs(doc["env"]),
         general=GeneralSection(_bool(gen[0]), LogLevel(gen[1])),

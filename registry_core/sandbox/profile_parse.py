@@ -185,12 +185,16 @@ def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
     fs = yn.mapping("filesystem", top.get("filesystem"))
     warnings.extend(yn.unknown_keys("filesystem", fs, tuple(a.value for a in Access)))
     sections: dict[str, tuple[str, ...]] = {}
+    lines: list[int] = []
     for access in Access:
         key = f"filesystem.{access.value}"
-        entries = yn.strings(key, fs.get(access.value))
+        node = fs.get(access.value)
+        entries = yn.strings(key, node)
         if "" in entries:
             warnings.append(f"{key}: an empty path allows nothing (ignored)")
         sections[access.value] = tuple(e for e in entries if e)
+        items = node.value if isinstance(node, SequenceNode) else []
+        lines += [item.start_mark.line + 1 for item, e in zip(items, entries, strict=True) if e]
     network = _network(top.get("network"), warnings)
     env, env_values = _env(top.get("env"), warnings)
     gen = yn.mapping("general", top.get("general"))
@@ -203,7 +207,7 @@ def _parse_node(root: Node | None, *, name: str, source: str) -> SandboxProfile:
     return SandboxProfile(
         name=name,
         source=source,
-        filesystem=FilesystemSection(**sections),
+        filesystem=FilesystemSection(**sections, lines=tuple(lines)),
         network=network,
         env=env,
         general=general,

@@ -194,8 +194,9 @@ def effective_rules(
     """
     warnings = list(profile.warnings)
     collector = _Collector(env, cwd, warnings)
-    for template, access in profile.filesystem.entries():
-        collector.add(template, access, f"filesystem.{access.value}")
+    for template, access, line in profile.filesystem.located():
+        where = f", line {line}" if line is not None else ""
+        collector.add(template, access, f"filesystem.{access.value}{where}")
     for template in profile.advanced.exec_paths:
         collector.add(template, Access.ROX, "advanced.add_exec (list)")
     network = profile.network

@@ -42,7 +42,9 @@ from registry_core.sandbox.profile_cache import (
 PROFILE = SandboxProfile(
     name="p",
     source="/cfg/p.yaml",
-    filesystem=FilesystemSection(("/ro",), ("/rox",), ("/rw",), ("/rwx", "/rwx2")),
+    filesystem=FilesystemSection(
+        ("/ro",), ("/rox",), ("/rw",), ("/rwx", "/rwx2"), (3, 5, 7, 9, 10)
+    ),
     network=NetworkSection(True, False, (8080,), (443, 80)),
     env=("PATH", "LC_*"),
     general=GeneralSection(True, LogLevel.DEBUG),
@@ -52,7 +54,7 @@ PROFILE = SandboxProfile(
     limits=LimitsSection(64, None, 90),
 )
 DOC: dict[str, Any] = {
-    "filesystem": [["/ro"], ["/rox"], ["/rw"], ["/rwx", "/rwx2"]],
+    "filesystem": [["/ro"], ["/rox"], ["/rw"], ["/rwx", "/rwx2"], [3, 5, 7, 9, 10]],
     "network": [True, False, [8080], [443, 80]],
     "env": ["PATH", "LC_*"],
     "general": [True, "debug"],
@@ -86,6 +88,8 @@ def _changed(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
     ("path", "value", "message"),
     [
         (("filesystem",), [[], [], []], "wrong section sizes"),
+        (("filesystem",), [[], [], [], []], "wrong section sizes"),
+        (("filesystem", 4), ["3"], "expected a list of integers"),
         (("network",), [True, False, []], "wrong section sizes"),
         (("general",), [True], "wrong section sizes"),
         (("advanced",), [True, False], "wrong section sizes"),
@@ -246,7 +250,7 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
         here / "limits.py",
         Path(str(yaml.__file__)),
     ]
-    expected = [f"ollie-profile-parse 1 {sys.version}"]
+    expected = [f"ollie-profile-parse 2 {sys.version}"]
     expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in files]
     assert fingerprint().split("\n") == expected
     assert fingerprint() is fingerprint()
@@ -263,7 +267,7 @@ def test_without_pyyaml_the_fingerprint_names_only_this_code(
     # A None entry in sys.modules makes the import system report yaml as absent.
     monkeypatch.setitem(sys.modules, "yaml", None)
     monkeypatch.setattr(profile_cache, "_FINGERPRINT", [])
-    expected = [f"ollie-profile-parse 1 {sys.version}"]
+    expected = [f"ollie-profile-parse 2 {sys.version}"]
     expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in _own_files()]
     assert fingerprint().split("\n") == expected
 

@@ -113,8 +113,9 @@ def test_dropped_rules_are_warned_and_reported_word_for_word() -> None:
     )
     assert rules.paths == ()
     assert rules.warnings == (
-        "filesystem.rox: '{NOPE}/bin' dropped: template variable {NOPE} is not set",
-        "filesystem.rw: '~/notes' dropped: '~' is not expanded (as in ollie-core); write {HOME}",
+        "filesystem.rox, line 3: '{NOPE}/bin' dropped: template variable {NOPE} is not set",
+        "filesystem.rw, line 5: '~/notes' dropped:"
+        " '~' is not expanded (as in ollie-core); write {HOME}",
     )
     assert [(s.path, s.reason) for s in rules.skipped] == [
         ("{NOPE}/bin", "template variable {NOPE} is not set"),
@@ -128,7 +129,7 @@ def test_the_profiles_own_warnings_come_first() -> None:
     )
     assert len(rules.warnings) == 2
     assert "surprise" in rules.warnings[0]
-    assert rules.warnings[1].startswith("filesystem.ro: '{NOPE}' dropped")
+    assert rules.warnings[1].startswith("filesystem.ro, line 3: '{NOPE}' dropped")
 
 
 def test_the_same_path_is_kept_once_per_access_class() -> None:
@@ -143,10 +144,10 @@ def test_the_same_path_is_kept_once_per_access_class() -> None:
         CWD,
     )
     assert [(r.path, r.access, r.origin) for r in rules.paths] == [
-        ("/srv", Access.RO, "filesystem.ro"),
-        (CWD, Access.RO, "filesystem.ro"),
-        ("/srv", Access.RW, "filesystem.rw"),
-        (CWD, Access.RW, "filesystem.rw"),
+        ("/srv", Access.RO, "filesystem.ro, line 6"),  # "/srv/" (line 7) is the same path
+        (CWD, Access.RO, "filesystem.ro, line 8"),
+        ("/srv", Access.RW, "filesystem.rw, line 10"),
+        (CWD, Access.RW, "filesystem.rw, line 11"),
         ("/srv", Access.ROX, "advanced.add_exec (list)"),
     ]
 
@@ -158,10 +159,10 @@ def test_every_access_class_keeps_its_own_origin() -> None:
         CWD,
     )
     assert [(r.path, r.access, r.origin) for r in rules.paths] == [
-        ("/a", Access.RO, "filesystem.ro"),
-        ("/b", Access.ROX, "filesystem.rox"),
-        ("/c", Access.RW, "filesystem.rw"),
-        ("/d", Access.RWX, "filesystem.rwx"),
+        ("/a", Access.RO, "filesystem.ro, line 3"),
+        ("/b", Access.ROX, "filesystem.rox, line 5"),
+        ("/c", Access.RW, "filesystem.rw, line 7"),
+        ("/d", Access.RWX, "filesystem.rwx, line 9"),
     ]
 
 
