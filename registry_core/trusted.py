@@ -7,15 +7,12 @@ a directory of the project (``.venv/bin``, ``node_modules/.bin``), which a
 sandboxed tool can write.  A program is accepted only when its real file and
 every directory above it (and above the name it was found under) belong to
 root and are writable by no one else, so nothing a user-level process can
-write decides what runs.  An owner that no account has and this process does
-not run as (a container's root directory, mapped in from outside) counts as
-root: no process here can act as it.
+write decides what runs.
 """
 
 from __future__ import annotations
 
 import os
-import pwd
 import stat
 
 from registry_core.errors import UntrustedProgramError
@@ -38,21 +35,8 @@ PACKAGES: dict[str, str] = {
 }
 
 
-def _owner_without_account(uid: int) -> bool:
-    """Whether ``uid`` is an owner no one here can act as: no account has it and
-    this process does not run as it.  Containers commonly show their root
-    directory as owned by such an id, mapped in from outside."""
-    if uid in (os.getuid(), os.geteuid()):
-        return False
-    try:
-        pwd.getpwuid(uid)
-    except KeyError:
-        return True
-    return False
-
-
 def _untrusted_reason(path: str, info: os.stat_result, what: str) -> str | None:
-    if info.st_uid != 0 and not _owner_without_account(info.st_uid):
+    if info.st_uid != 0:
         return f"{what} {path} is not owned by root"
     # A sticky directory (/tmp) lets nobody but root rename or remove root's entries
     # in it; the entry below is checked in its turn.

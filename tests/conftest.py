@@ -93,14 +93,25 @@ os.environ["XDG_RUNTIME_DIR"] = _private_runtime
 sys.addaudithook(_guard.hook)
 
 
+_SYSTEM_OWNERS = ("/", "/tmp", "/usr")  # checked, never written
+
+
+def _owners() -> list[tuple[str, int]]:
+    return [(path, os.stat(path).st_uid) for path in _SYSTEM_OWNERS]
+
+
 @pytest.fixture(autouse=True)
 def _no_desktop_of_the_caller(request: pytest.FixtureRequest) -> Iterator[None]:
     _guard.current = request.node.nodeid
     before = len(_guard.hits)
+    owners = _owners()
     yield
     hits = _guard.hits[before:]
     if hits:
         pytest.fail("reached the caller's desktop: " + "; ".join(hits), pytrace=False)
+    if _owners() != owners:  # a harness handing "its" directories over went too far up
+        changed = [f"{p}: uid {a} -> {b}" for (p, a), (_, b) in zip(owners, _owners(), strict=True)]
+        pytest.fail("changed the owner of system directories: " + "; ".join(changed))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

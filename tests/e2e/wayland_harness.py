@@ -123,8 +123,11 @@ class WaylandSession:
         if not welcomed.exists():
             welcomed.parent.mkdir(parents=True, exist_ok=True)
             welcomed.touch()
+            # Hand over only what lies inside this test's own directories: walking
+            # further up once chowned /tmp and / to the test account.
+            owned = (Path(self.user.home), self.dirs.root)
             for path in (welcomed, welcomed.parent, *welcomed.parent.parents):
-                if path == Path(self.user.home):
+                if path in owned or not any(path.is_relative_to(top) for top in owned):
                     break
                 os.chown(path, self.user.uid, self.user.gid)
         env = {"QT_QPA_PLATFORM": "wayland", **extra}

@@ -49,12 +49,9 @@ class Account:
 
 
 def free_uid() -> int:
-    """A uid for a new account: none has it and it owns none of ``/``'s top entries.
-
-    ``useradd``'s next free id can be the very id a container shows as the owner of
-    ``/``; an account with it could rename ``/usr``, and Ollie would rightly refuse
-    to trust any system program.
-    """
+    """A uid for a new account: none has it, and it owns none of ``/``'s top entries
+    (an account owning one of them could swap what lies below, and Ollie would
+    rightly refuse every system program)."""
     owners = {os.stat("/").st_uid}
     for entry in os.scandir("/"):
         with contextlib.suppress(OSError):
