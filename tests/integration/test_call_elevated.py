@@ -85,6 +85,18 @@ class Env:
             check=False,
         )
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``ollie-tools call`` left running (the test waits for it)."""
+        return subprocess.Popen(
+            [str(TOOLS_CLI), "call", *args],
+            cwd=self.cwd,
+            env=self.environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
 
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
@@ -169,15 +181,7 @@ def test_broker_shutdown_mid_question_is_a_denial(
     server: ServerThread, env: Env, prompter: FakePrompter
 ) -> None:
     prompter.hold_approvals = True
-    proc = subprocess.Popen(
-        [str(TOOLS_CLI), "call", "touch_home", "--elevated"],
-        cwd=env.cwd,
-        env=env.environ(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = env.start("touch_home", "--elevated")
     prompter.wait_for(lambda e: e["type"] == "approval")
     server.close_server()
     out, err = proc.communicate(timeout=60)
@@ -331,15 +335,7 @@ def test_a_file_swapped_after_approval_never_runs(
 ) -> None:
     proof = env.root / PLANTED
     prompter.hold_approvals = True
-    proc = subprocess.Popen(
-        [str(TOOLS_CLI), "call", "touch_home", "--elevated"],
-        cwd=env.cwd,
-        env=env.environ(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = env.start("touch_home", "--elevated")
     asked = prompter.wait_for(lambda e: e["type"] == "approval")
     # The person looks at these bytes; meanwhile the file is replaced (a new inode, as
     # a rename would, and the same inode rewritten: both).
