@@ -136,6 +136,11 @@ class NamespacesUnavailableError(SandboxError):
     """bubblewrap (the namespace builder) is missing and the profile does not allow best effort."""
 
 
+class SeccompUnavailableError(SandboxError):
+    """No seccomp filter can be built (libseccomp missing) and the profile does not
+    allow best effort."""
+
+
 class UnsafeWorkingDirectoryError(SandboxError):
     """A sandboxed call was asked to run in a directory it must not get write access to.
 

@@ -18,6 +18,7 @@ report these too, naming the condition as it is.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -158,3 +159,27 @@ def read_own_cache(path: str | os.PathLike[str], *, limit: int) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def write_own_cache(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace the cache file at ``path`` with ``data`` (0600, never through a link).
+
+    Best effort, as a cache is: any ``OSError`` leaves the old file (or none)
+    and is ignored.  A temporary sibling named after this process is created
+    exclusively and renamed over ``path``, so a reader sees the old content or
+    the new one, never half of it.
+    """
+    target = os.fspath(path)
+    tmp = f"{target}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(tmp, flags, 0o600)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)

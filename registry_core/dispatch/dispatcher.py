@@ -358,6 +358,7 @@ class Dispatcher:
             broker_socket=extra["OLLIE_ELEVATE_SOCKET"],
             abi=abi,
             limits=limits,
+            filter_cache=paths.cache_home(self.env) / "ollie",
         )
         try:
             result = _spawn(launch.argv, stdin, env, cwd, options, pass_fds=launch.pass_fds)

@@ -3,7 +3,8 @@
 ``bwrap`` builds fresh user, mount, PID, IPC, UTS and cgroup namespaces (and a
 network namespace when the profile allows no network) with the mount view of
 :mod:`.mounts`; inside, the exec step (:mod:`.execstep`) applies the per-call
-Landlock ruleset built here in the parent, then execs the tool.  Use::
+Landlock ruleset built here in the parent, then execs the tool; bwrap loads
+the call's seccomp filter (:mod:`.seccomp`) just before it.  Use::
 
     launch = contain(rules, bwrap=..., cwd=..., env=..., private_tmp_base=...)
     try:
@@ -28,8 +29,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from registry_core.errors import NamespacesUnavailableError, SandboxError
-from registry_core.sandbox import execstep, landlock
+from registry_core.errors import NamespacesUnavailableError, SandboxError, SeccompUnavailableError
+from registry_core.sandbox import execstep, landlock, seccomp
 from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.limits import CallLimits
@@ -47,6 +48,7 @@ _NAMESPACES = (
     "--unshare-uts",
     "--unshare-cgroup-try",
     "--die-with-parent",
+    "--disable-userns",
 )
 
 
@@ -178,9 +180,11 @@ class Launch:
         private_tmp: str,
         _status_read: int,
         _status_write: int,
+        _filter: int = -1,
     ) -> None:
         self.argv = argv
         self.pass_fds = pass_fds
+        self._filter = _filter
         self.sandbox = sandbox
         self.view = view
         self.private_tmp = private_tmp
@@ -203,7 +207,7 @@ class Launch:
         if self._closed:
             return
         self._closed = True
-        for fd in (self._status_read, self._status_write):
+        for fd in (self._status_read, self._status_write, self._filter):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -249,15 +253,20 @@ def contain(
     broker_socket: str | None,
     abi: int | None = None,
     limits: CallLimits | None = None,
+    filter_cache: Path | None = None,
 ) -> Launch:
     """Prepare the contained launch of ``executable`` under ``rules``.
 
     ``limits``: the call's rlimits, set by the exec step inside the user namespace.
+    ``filter_cache``: where compiled seccomp programs are remembered (Ollie's cache).
     """
+    program = _filter_program(rules, filter_cache)
     private_tmp = make_private_tmp(private_tmp_base)
     step, step_fds, needs = exec_step()
+    options = [f"keyctl={seccomp.keyctl_number()}"]
     if limits is not None:
-        step[-1] = limits.exec_step_options()
+        options.append(limits.exec_step_options())
+    step[-1] = ",".join(options)
     try:
         view = plan_view(
             rules,
@@ -267,6 +276,9 @@ def contain(
             helper_paths=needs,
         )
         sandbox = prepare(rules._replace(paths=view.landlock), abi, namespaces=True)
+        if program is None:
+            gap = seccomp.missing_filter_gap(seccomp.unavailable_reason() or "no filter")
+            sandbox.report = sandbox.report._replace(gaps=(gap, *sandbox.report.gaps))
     except BaseException:
         remove_tree(private_tmp)
         raise
@@ -275,6 +287,10 @@ def contain(
     namespaces = list(_NAMESPACES)
     if rules.network.mode is NetworkMode.DENY:
         namespaces.append("--unshare-net")
+    filter_fd = -1
+    if program is not None:
+        filter_fd = seccomp.program_fd(program)
+        namespaces += ["--seccomp", str(filter_fd)]
     argv = [
         bwrap,
         *namespaces,
@@ -286,5 +302,22 @@ def contain(
         *_proc_arguments(view, sandbox),
         executable,
     ]
-    fds = (*step_fds, status_write) if ruleset < 0 else (*step_fds, status_write, ruleset)
-    return Launch(argv, fds, sandbox, view, private_tmp, status_read, status_write)
+    fds = (*step_fds, status_write, *(() if ruleset < 0 else (ruleset,)))
+    if filter_fd >= 0:
+        fds = (*fds, filter_fd)
+    return Launch(argv, fds, sandbox, view, private_tmp, status_read, status_write, filter_fd)
+
+
+def _filter_program(rules: EffectiveRules, cache: Path | None) -> bytes | None:
+    """The call's compiled seccomp filter; ``None`` (best effort only) when none can be built."""
+    try:
+        plan = seccomp.plan(rules.network.mode, rules.network.bind_tcp)
+        return seccomp.program_for(plan, cache)
+    except seccomp.FilterUnavailable as exc:
+        if rules.best_effort:
+            return None
+        raise SeccompUnavailableError(
+            f"sandboxed tools run under a seccomp filter, and {exc}: install the "
+            f"'{seccomp.PACKAGE}' package; or set 'general.best_effort: true' in "
+            f"{rules.source} to run without it"
+        ) from exc

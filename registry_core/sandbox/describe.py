@@ -12,12 +12,13 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from registry_core.sandbox import landlock
+from registry_core.sandbox import landlock, seccomp
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps
 from registry_core.sandbox.contain import missing_bwrap_gap
 from registry_core.sandbox.limits import call_limits, format_size
 from registry_core.sandbox.mounts import plan_view, view_rows
 from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
 
 
@@ -53,6 +54,11 @@ def _namespaces(
         ],
         "read_only_git": list(view.hidden_git),
     }
+
+
+def _missing_filter(bwrap: str | None) -> tuple[Gap, ...]:
+    missing = seccomp.unavailable_reason() if bwrap else None
+    return () if missing is None else (seccomp.missing_filter_gap(missing),)
 
 
 def describe(
@@ -117,6 +123,13 @@ def describe(
             "enforced_by": "rlimits" if bwrap else "rlimits (memory and cpu only)",
         },
         "namespaces": _namespaces(rules, bwrap, cwd or os.getcwd(), broker_socket),
+        # What the call's seccomp filter refuses (loaded by bwrap).
+        "seccomp": {
+            "enforced": bwrap is not None and seccomp.unavailable_reason() is None,
+            "refused": [
+                rule.what for rule in seccomp.plan(rules.network.mode, rules.network.bind_tcp)
+            ],
+        },
         "unenforced": [
             {
                 "feature": gap.feature,
@@ -126,6 +139,7 @@ def describe(
             }
             for gap in (
                 *(() if bwrap else (missing_bwrap_gap(),)),
+                *_missing_filter(bwrap),
                 *gaps(rules, abi, namespaces=bwrap is not None),
             )
         ],
@@ -199,6 +213,9 @@ def format_text(description: Mapping[str, Any]) -> str:
             lines += _section("Read-only .git", [(p,) for p in spaces["read_only_git"]])
     else:
         lines += ["", "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)"]
+    calls = description["seccomp"]
+    state = "refused with an errno" if calls["enforced"] else "NOT ENFORCED"
+    lines += _section(f"System calls ({state})", [(what,) for what in calls["refused"]])
     bounds = description["limits"]
     cpu = bounds["cpu"]
     lines += _section(

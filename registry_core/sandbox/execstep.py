@@ -18,7 +18,9 @@ step's other duties; an unknown key or a malformed pair fails closed.
 CPU seconds; soft = hard, but one more hard second of CPU
 so the tool ends by ``SIGXCPU``) first thing: here, inside bwrap's fresh user
 namespace, the kernel counts ``RLIMIT_NPROC`` against the tasks of this
-namespace only, not every process the person runs.
+namespace only, not every process the person runs.  ``keyctl`` (that system
+call's number) makes the step join a new anonymous session keyring, so the
+tool never possesses the dispatcher's.
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.
@@ -47,7 +49,9 @@ def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
-_OPTION_KEYS: frozenset[str] = frozenset({"nproc", "data", "cpu"})
+_OPTION_KEYS: frozenset[str] = frozenset({"nproc", "data", "cpu", "keyctl"})
+_JOIN_SESSION_KEYRING = 1
+_ENOSYS = 38
 _RLIMITS = {
     "nproc": resource.RLIMIT_NPROC,
     "data": resource.RLIMIT_DATA,
@@ -85,11 +89,24 @@ def set_limits(options: dict[str, str]) -> None:
         resource.setrlimit(which, (value, value + grace))
 
 
+def fresh_keyring(libc: ctypes.CDLL, options: dict[str, str]) -> None:
+    """``keyctl=N``: join a new anonymous session keyring (``N``: keyctl's number)."""
+    if "keyctl" not in options:
+        return
+    try:
+        _call(libc, int(options["keyctl"]), _JOIN_SESSION_KEYRING, 0)
+    except OSError as exc:
+        if exc.errno != _ENOSYS:  # a kernel without keyrings has nothing to hide
+            raise
+
+
 def main(argv: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     try:
-        set_limits(parse_options(argv[1]))
+        options = parse_options(argv[1])
+        set_limits(options)
+        fresh_keyring(libc, options)
         status, ruleset, count = int(argv[2]), int(argv[3]), int(argv[4])
         rules, tool = argv[5 : 5 + 2 * count], argv[5 + 2 * count :]
         if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
-from registry_core.safe_open import read_own_cache
+from registry_core.safe_open import read_own_cache, write_own_cache
 from registry_core.sandbox.limits import LimitsSection
 from registry_core.sandbox.profile import (
     AdvancedSection,
@@ -172,16 +171,4 @@ def remember(profile: Path, text: str, parsed: SandboxProfile) -> None:
         "text": text,
         "profile": to_json(parsed),
     }
-    file = cache_path(profile)
-    tmp = file.with_name(f"{file.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(tmp, flags, 0o600)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(doc, separators=(",", ":")))
-        os.replace(tmp, file)
-    except OSError:
-        tmp.unlink(missing_ok=True)
+    write_own_cache(cache_path(profile), json.dumps(doc, separators=(",", ":")).encode())

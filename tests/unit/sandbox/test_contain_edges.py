@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.errors import NamespacesUnavailableError, SandboxError
-from registry_core.sandbox import execstep, landlock
+from registry_core.sandbox import execstep, landlock, seccomp
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps, prepare
 from registry_core.sandbox.contain import (
     Launch,
@@ -424,10 +424,14 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
             "--unshare-uts",
             "--unshare-cgroup-try",
             "--die-with-parent",
+            "--disable-userns",
             "--unshare-net",
+            "--seccomp",
+            str(launch._filter),
             *view.args,
             "--",
-            *step,
+            *step[:-1],
+            f"keyctl={seccomp.keyctl_number()}",  # the exec step's options
             str(status),
             str(ruleset),
             "3",
@@ -439,7 +443,7 @@ def test_a_launch_has_exactly_these_arguments(tmp_path: Path) -> None:
             "/proc/self/status",
             "/usr/bin/true",
         ]
-        assert launch.pass_fds == (*step_fds, status, ruleset)
+        assert launch.pass_fds == (*step_fds, status, ruleset, launch._filter)
         assert [r.path for r in view.proc_rules] == [
             "/proc",
             "/proc/sys",
@@ -503,7 +507,7 @@ def test_a_best_effort_launch_without_landlock_passes_no_ruleset(tmp_path: Path)
         status = launch._status_write
         assert not launch.sandbox.enforcing and launch.sandbox.abi == 0
         assert launch.argv[-4:] == [str(status), "-1", "0", "/bin/sh"]
-        assert launch.pass_fds == (*step_fds, status)
+        assert launch.pass_fds == (*step_fds, status, launch._filter)
         done = _run(launch, "-c", "echo $$; echo hi > /tmp/f; cat /tmp/f", cwd=tmp_path)
         assert done.returncode == 0, done.stderr
         assert done.stdout == b"2\nhi\n"  # pid 2: bwrap is init of a fresh PID namespace

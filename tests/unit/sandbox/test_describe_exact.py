@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from registry_core.sandbox import landlock
+from registry_core.sandbox import landlock, seccomp
 from registry_core.sandbox.describe import describe, format_text
 from registry_core.sandbox.profile import Access, LogLevel, NetworkMode
 from registry_core.sandbox.report import SkippedPath
@@ -67,6 +67,12 @@ def _rules(tmp_path: Path, mode: NetworkMode = NetworkMode.RESTRICTED) -> Effect
     )
 
 
+def _calls(mode: NetworkMode, bind: tuple[int, ...], *, enforced: bool = True) -> str:
+    state = "refused with an errno" if enforced else "NOT ENFORCED"
+    refused = "".join(f"  {rule.what}\n" for rule in seccomp.plan(mode, bind))
+    return f"System calls ({state}):\n{refused}\n"
+
+
 def test_the_whole_description_with_namespaces(tmp_path: Path) -> None:
     rules = _rules(tmp_path)
     data = describe(rules, 7, bwrap="/usr/bin/bwrap", cwd=str(tmp_path / "work"))
@@ -107,6 +113,10 @@ def test_the_whole_description_with_namespaces(tmp_path: Path) -> None:
         "env_set": ["TOKEN"],
         "advanced": {"ldd": True, "add_exec": True},
         "limits": {"tasks": 256, "memory": 4 << 30, "cpu": None, "enforced_by": "rlimits"},
+        "seccomp": {
+            "enforced": True,
+            "refused": [r.what for r in seccomp.plan(NetworkMode.RESTRICTED, (8080,))],
+        },
         "namespaces": {
             "builder": "/usr/bin/bwrap",
             "enforced": True,
@@ -178,6 +188,7 @@ def test_the_whole_text_with_namespaces(tmp_path: Path) -> None:
         f"  ro    {t}/file\n"
         f"  dir   {t}/work  empty (named by no rule)\n"
         "\n"
+        f"{_calls(NetworkMode.RESTRICTED, (8080,))}"
         "Limits per call (rlimits):\n"
         "  tasks   256\n"
         "  memory  4G data per process\n"
@@ -223,6 +234,7 @@ def test_the_whole_text_without_namespaces_on_an_old_kernel(tmp_path: Path) -> N
         "\n"
         "Namespaces: NOT ENFORCED (bwrap from the bubblewrap package is missing)\n"
         "\n"
+        f"{_calls(NetworkMode.DENY, (), enforced=False)}"
         "Limits per call (rlimits (memory and cpu only)):\n"
         "  tasks   256\n"
         "  memory  4G data per process\n"
@@ -359,6 +371,7 @@ def test_the_broker_socket_in_the_view_and_a_restricted_network_without_ports(
         f"  ro    {sock}\n"
         f"  dir   {str(tmp_path).ljust(width)}  empty (named by no rule)\n"
         "\n"
+        f"{_calls(NetworkMode.RESTRICTED, ())}"
         "Limits per call (rlimits):\n"
         "  tasks   256\n"
         "  memory  4G data per process\n"

@@ -366,3 +366,41 @@ def test_a_lower_hard_limit_already_in_place_is_never_raised() -> None:
         True,
         True,
     )
+
+
+def _keyring_seen(options: str) -> tuple[int, str]:
+    """Run the exec step with ``options``; the session keyring id the tool sees."""
+    probe = (
+        "import ctypes; l = ctypes.CDLL(None); c = ctypes.c_long; l.syscall.restype = c; "
+        "print(l.syscall(c(250), c(0), c(-3), c(0)))"
+    )
+    probe_argv = (sys.executable, "-I", "-S", "-c", probe)
+    read, write = os.pipe()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", SOURCE, options, str(write), "-1", "0", *probe_argv],
+            capture_output=True,
+            check=False,
+            pass_fds=(write,),
+        )
+    finally:
+        os.close(read)
+        os.close(write)
+    return done.returncode, done.stdout.decode().strip()
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="x86-64 keyctl number")
+def test_the_keyctl_option_gives_the_tool_a_new_anonymous_session_keyring() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.syscall.restype = ctypes.c_long
+    mine = libc.syscall(ctypes.c_long(250), ctypes.c_long(0), ctypes.c_long(-3), ctypes.c_long(1))
+    if mine == -1:
+        pytest.skip("no session keyring here")
+    assert _keyring_seen("-") == (0, str(mine))  # inherited without the option
+    code, seen = _keyring_seen("keyctl=250")
+    assert code == 0 and int(seen) not in (mine, -1)
+    # A failure other than ENOSYS fails closed: fstat(1, NULL) answers EFAULT.
+    assert _keyring_seen("keyctl=5") == (125, "")
+    assert _keyring_seen("keyctl=x")[0] == 125
