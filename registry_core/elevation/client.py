@@ -179,7 +179,23 @@ class BrokerClient:
         except TimeoutError as exc:
             raise self._not_responding(self.timeout) from exc
         except OSError as exc:
+            # A broker that refused this connection at a cap wrote why, then closed it.
+            said = self._last_words()
+            if said is not None:
+                raise said from exc
             raise BrokerUnavailableError(f"broker connection lost: {exc}") from exc
+
+    def _last_words(self) -> BrokerRefusedError | None:
+        """The refusal the broker wrote before it closed the connection, if it did."""
+        data = b""
+        with contextlib.suppress(OSError):
+            self._sock.setblocking(False)
+            while chunk := self._sock.recv(65536):
+                data += chunk
+        for item in self._decoder.feed(data):
+            if not isinstance(item, m.MessageError) and (said := refusal(item)) is not None:
+                return said
+        return None
 
     def _not_responding(self, waited: float) -> BrokerNotRespondingError:
         return BrokerNotRespondingError(

@@ -278,3 +278,25 @@ def test_examine_says_why_a_broker_is_not_live(base: Path) -> None:
         assert examine_broker(path) == (BrokerState.ALIVE, "")
     with scripted(base / "c.sock", replying(op="ack")):
         assert examine_broker(base / "c.sock")[0] is BrokerState.NOT_RESPONDING
+
+
+def test_a_connection_refused_before_the_request_was_sent_still_names_the_cap(
+    base: Path,
+) -> None:
+    """The broker writes its refusal and closes at once: the request's send fails, and
+    the client reads what the broker said instead of "connection lost"."""
+    path = base / "r.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    refused = frame(id=None, op="error", code="too_many_connections", message=CAP)
+    try:
+        with BrokerClient(path) as client:
+            conn, _ = server.accept()
+            conn.sendall(refused)
+            conn.close()  # nothing read: the client's send meets a closed peer
+            with pytest.raises(BrokerRefusedError) as info:
+                client.ping()
+    finally:
+        server.close()
+    assert str(info.value) == f"broker refused: {CAP}"
