@@ -12,6 +12,10 @@ default :data:`APPROVAL_WAIT`) plus :data:`MARGIN`, after which the client
 gives up and the caller denies.  A broker that accepts the connection but
 never answers (stopped with SIGSTOP, hung) raises
 :class:`BrokerNotRespondingError`, which says so, not that no broker exists.
+A broker that refuses at one of its flood caps (``too_many_connections``,
+``too_many_requests``: docs/protocol.md §8) raises :class:`BrokerRefusedError`,
+whose message names the cap and its limit ("broker refused: too many
+connections from this sandbox (limit 16)"), never "not responding".
 """
 
 from __future__ import annotations
@@ -50,6 +54,20 @@ class BrokerNotRespondingError(BrokerUnavailableError):
     """A broker accepted the connection (or holds the socket) but does not answer."""
 
 
+class BrokerRefusedError(BrokerUnavailableError):
+    """The broker answered, with a refusal at one of its caps; the message names it."""
+
+
+_REFUSALS = frozenset({m.ErrorCode.TOO_MANY_CONNECTIONS, m.ErrorCode.TOO_MANY_REQUESTS})
+
+
+def refusal(reply: m.Reply) -> BrokerRefusedError | None:
+    """The error to raise for ``reply`` when it is a cap refusal, else ``None``."""
+    if isinstance(reply, m.ErrorReply) and reply.error_code in _REFUSALS:
+        return BrokerRefusedError(f"broker refused: {reply.message}")
+    return None
+
+
 class BrokerState(enum.Enum):
     """What :func:`probe_broker` found on a socket path."""
 
@@ -57,6 +75,7 @@ class BrokerState(enum.Enum):
     MISSING = "missing"  # no socket file (or another kind of file)
     STALE = "stale"  # a socket file nobody listens on
     NOT_RESPONDING = "not_responding"  # accepts, or would, but never answers
+    REFUSED = "refused"  # answers with a refusal at one of its caps (too_many_*)
     FOREIGN = "foreign"  # served by another user: never used
 
 
@@ -160,7 +179,23 @@ class BrokerClient:
         except TimeoutError as exc:
             raise self._not_responding(self.timeout) from exc
         except OSError as exc:
+            # A broker that refused this connection at a cap wrote why, then closed it.
+            said = self._last_words()
+            if said is not None:
+                raise said from exc
             raise BrokerUnavailableError(f"broker connection lost: {exc}") from exc
+
+    def _last_words(self) -> BrokerRefusedError | None:
+        """The refusal the broker wrote before it closed the connection, if it did."""
+        data = b""
+        with contextlib.suppress(OSError):
+            self._sock.setblocking(False)
+            while chunk := self._sock.recv(65536):
+                data += chunk
+        for item in self._decoder.feed(data):
+            if not isinstance(item, m.MessageError) and (said := refusal(item)) is not None:
+                return said
+        return None
 
     def _not_responding(self, waited: float) -> BrokerNotRespondingError:
         return BrokerNotRespondingError(
@@ -204,7 +239,8 @@ class BrokerClient:
         """Send ``message`` and return the reply with its id (an ErrorReply included).
 
         The whole reply must come within ``wait`` seconds (default: the
-        client's reply timeout), else :class:`BrokerNotRespondingError`.
+        client's reply timeout), else :class:`BrokerNotRespondingError`.  A
+        refusal at one of the broker's caps raises :class:`BrokerRefusedError`.
         """
         self.send(message)
         waited = self.timeout if wait is None else wait
@@ -218,6 +254,9 @@ class BrokerClient:
             if isinstance(reply, m.UnknownReply):
                 continue
             if reply.id == message.id or (isinstance(reply, m.ErrorReply) and reply.id is None):
+                refused = refusal(reply)
+                if refused is not None:
+                    raise refused
                 return reply
 
     # --- conveniences ------------------------------------------------------------
@@ -288,18 +327,30 @@ class BrokerClient:
         return self.request(m.OpenBrowserRequest(id=self.next_id()))
 
 
-def probe_broker(path: Path, timeout: float = 2.0) -> BrokerState:
-    """What answers on ``path``: a live broker, nothing, or one that does not respond."""
+def examine_broker(path: Path, timeout: float = 2.0) -> tuple[BrokerState, str]:
+    """What answers on ``path``, and in words why it is not a live broker ("" when it is)."""
     try:
         with BrokerClient(path, timeout=timeout, connect_timeout=timeout) as client:
-            return BrokerState.ALIVE if client.ping() else BrokerState.NOT_RESPONDING
-    except BrokerNotRespondingError:
-        return BrokerState.NOT_RESPONDING
+            if client.ping():
+                return BrokerState.ALIVE, ""
+            return BrokerState.NOT_RESPONDING, f"the broker on {path} does not answer ping"
+    except BrokerNotRespondingError as exc:
+        return BrokerState.NOT_RESPONDING, str(exc)
+    except BrokerRefusedError as exc:
+        return BrokerState.REFUSED, str(exc)
     except BrokerUnavailableError as exc:
         cause = exc.__cause__
         if isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED:
-            return BrokerState.STALE
-        return BrokerState.FOREIGN if isinstance(exc, ForeignBrokerError) else BrokerState.MISSING
+            return BrokerState.STALE, str(exc)
+        if isinstance(exc, ForeignBrokerError):
+            return BrokerState.FOREIGN, str(exc)
+        return BrokerState.MISSING, str(exc)
+
+
+def probe_broker(path: Path, timeout: float = 2.0) -> BrokerState:
+    """What answers on ``path``: a live broker, nothing, one that does not respond, or one
+    that refuses this process at a cap."""
+    return examine_broker(path, timeout)[0]
 
 
 def broker_alive(path: Path, timeout: float = 2.0) -> bool:

@@ -13,6 +13,9 @@ A sandboxed requester is labelled so everywhere a person looks (dialog,
 notification, terminal/kdialog/zenity, audit log) and never gets an
 ``askpass`` answer: only a dispatcher outside the sandbox runs ``sudo -A``.
 
+Which sandbox a sandboxed peer is in (:func:`sandbox_id`) decides whose broker
+budget it spends (``limits.py``, finding 8 of containment II).
+
 Reading another process's ``/proc/<pid>/ns/*`` needs ptrace-read access: a
 same-uid peer that made itself non-dumpable is unreadable and so counts as
 sandboxed.  ``ollie-askpass`` therefore stays dumpable until the broker has
@@ -97,3 +100,35 @@ def sandbox_reasons(
     except (OSError, ValueError, IndexError) as exc:
         reasons.append(f"cannot read its NoNewPrivs flag ({exc})")
     return tuple(reasons)
+
+
+def sandbox_id(
+    pid: int, *, stat: bytes | None = None, proc: Path | str = "/proc", own: str = "self"
+) -> str:
+    """Which sandbox peer ``pid`` is in, as the broker's budget key (read at accept time).
+
+    Its PID namespace when that is not the broker's own (the namespace sandbox gives
+    every call a fresh one): ``"pid namespace pid:[4026532281]"``; otherwise its
+    session (the dispatcher starts every call in a session of its own, and the
+    Landlock sandbox keeps the broker's namespaces): ``"session 4242"``, from
+    ``stat`` (the peer's ``/proc/<pid>/stat`` when the caller has just read it);
+    ``"unidentified peers"`` when neither can be read.  A sandboxed process can
+    make itself a new session (or namespace), so this key only shares the budget
+    among sandboxes; the cap on all sandboxed peers of a uid is what holds."""
+    base = os.fspath(proc)
+    try:
+        theirs = os.readlink(f"{base}/{pid}/ns/pid")
+        if theirs != os.readlink(f"{base}/{own}/ns/pid"):
+            return f"pid namespace {theirs}"
+    except OSError:
+        pass
+    if stat is None:
+        try:
+            stat = read_proc_file(f"{base}/{pid}/stat")
+        except OSError:
+            stat = b""
+    # "pid (comm) state ppid pgrp session ...": the command name may hold anything.
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    if len(fields) > 3 and fields[3].isdigit():
+        return f"session {int(fields[3])}"
+    return "unidentified peers"

@@ -23,8 +23,9 @@ from registry_core.elevation.client import (
     APPROVAL_WAIT,
     WAIT_ENV,
     BrokerClient,
+    BrokerRefusedError,
     BrokerState,
-    probe_broker,
+    examine_broker,
 )
 from registry_core.elevation.lazygate import LazyGate
 from registry_core.elevation.listen import make_private_dirs
@@ -66,6 +67,8 @@ class BrokerGate:
                     timeout=request.timeout if request.timeout is not None else self.timeout,
                     client=request.client,
                 )
+        except BrokerRefusedError as exc:  # names the cap: "broker refused: ... (limit N)"
+            raise ElevationDeniedError(str(exc)) from exc
         except BrokerUnavailableError as exc:
             raise ElevationDeniedError(f"broker unreachable: {exc}") from exc
         if isinstance(reply, m.ErrorReply):
@@ -155,11 +158,14 @@ def choose_gate(
     ``host`` is sent with each request (this machine's name, for a broker that
     may sit at the other end of an ollie-remote forward); ``timeout`` is how long
     a person may take.  A broker that holds the socket but does not answer
-    (stopped, hung) is a refusal naming that, never replaced by another."""
+    (stopped, hung) is a refusal naming that, never replaced by another; so is one
+    that refuses this process at one of its caps (the refusal names the cap)."""
     path = paths.elevate_socket(env)
-    state = probe_broker(path)
+    state, why = examine_broker(path)
     if state is BrokerState.ALIVE:
         return BrokerGate(path, host=host, timeout=timeout)
+    if state is BrokerState.REFUSED:
+        return RefusingGate(f"{why} (the elevation broker on {path})")
     if state is BrokerState.NOT_RESPONDING:
         return RefusingGate(
             f"the elevation broker on {path} is not responding (stopped or hung?): "

@@ -18,7 +18,12 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
+from registry_core.elevation.confinement import (
+    SANDBOX_LABEL,
+    read_proc_file,
+    sandbox_id,
+    sandbox_reasons,
+)
 from registry_core.elevation.frozen import quick_init
 
 _MAX_PARENTS = 8
@@ -59,6 +64,8 @@ class Requester:
     # Inside a sandbox (see confinement.py): labelled so, never given a password.
     sandboxed: bool = False
     sandbox_reasons: tuple[str, ...] = ()
+    # Which sandbox (confinement.sandbox_id; "" outside any): whose broker budget it spends.
+    sandbox: str = ""
     ancestry: Callable[[], tuple[ProcessInfo, ...]] | None = field(
         default=None, compare=False, repr=False
     )
@@ -144,11 +151,12 @@ def parent_chain(pid: int, limit: int = _MAX_PARENTS) -> tuple[ProcessInfo, ...]
     return tuple(chain)
 
 
-def start_time(pid: int) -> bytes:
-    """Field 22 of ``/proc/<pid>/stat`` (clock ticks after boot), b"" when unreadable.
+def start_time(pid: int, stat: bytes | None = None) -> bytes:
+    """Field 22 of ``/proc/<pid>/stat`` (clock ticks after boot), b"" when unreadable;
+    ``stat``: that file's text when the caller has just read it.
 
     With the pid it names one process: a pid reused later has another start time."""
-    raw = _read(f"/proc/{pid}/stat")
+    raw = _read(f"/proc/{pid}/stat") if stat is None else stat
     fields = raw[raw.rfind(b")") + 2 :].split()  # the command name may hold anything
     return fields[19] if len(fields) > 19 else b""
 
@@ -176,10 +184,12 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
 
 def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
     """Who ``pid`` is: sandbox check, exe, command line and cwd now; the parent chain
-    (up to eight processes, three reads each) only when a dialog asks for it."""
+    (up to eight processes, three reads each) only when a dialog asks for it; for a
+    sandboxed peer, which sandbox it is in (its broker budget, ``limits.py``)."""
     status = _read(f"/proc/{pid}/status")
     reasons = sandbox_reasons(pid, status=status)
-    started = start_time(pid)
+    stat = _read(f"/proc/{pid}/stat")
+    started = start_time(pid, stat)
     info = process_info(pid)
     return Requester(
         pid=pid,
@@ -192,4 +202,5 @@ def describe_peer(pid: int, uid: int, gid: int, host: str) -> Requester:
         host=host,
         sandboxed=bool(reasons),
         sandbox_reasons=reasons,
+        sandbox=sandbox_id(pid, stat=stat) if reasons else "",
     )

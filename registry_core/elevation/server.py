@@ -25,10 +25,15 @@ record.
 
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
-per uid; beyond a cap the peer gets a typed ``error``
-(``too_many_connections``, ``too_many_requests``).  Refusals and accept
-errors are logged at most once per second with a count.  (The programs,
-``ollie-tray`` and ``ollie-broker``, raise the descriptor limit at start.)
+per uid; a sandboxed peer also spends the budget of its sandbox and that of
+all sandboxed peers of its uid (finding 8 of containment II: the agent's
+share stays free whatever sandboxed tools do); beyond a cap the peer gets a
+typed ``error`` (``too_many_connections``, ``too_many_requests``) naming
+the cap.  The caps every peer has are checked before the peer is read from
+``/proc``, the sandbox's after.  Refusals and accept errors are logged at
+most once per second with a count.  (The programs, ``ollie-tray`` and
+``ollie-broker``, raise the descriptor limit at start, before the server is
+made: its default caps are fitted to that limit, ``FloodLimits.fitted``.)
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from registry_core.elevation.limits import (
     PeerBook,
     QuietAcceptErrors,
     Throttle,
+    descriptor_limit,
 )
 from registry_core.elevation.listen import (
     BrokerAlreadyRunningError,
@@ -97,7 +103,8 @@ class _Connection(asyncio.Protocol):
         self.tasks: set[asyncio.Task[None]] = set()
         self.requester: Requester | None = None
         self.decoder = request_decoder()
-        self.peer: tuple[int, int] | None = None  # (uid, pid) once admitted
+        # (uid, pid, sandbox) once admitted; sandbox None outside any (limits.PeerBook).
+        self.peer: tuple[int, int, str | None] | None = None
         self.lost = asyncio.get_running_loop().create_future()
 
     # --- asyncio.Protocol ------------------------------------------------------------
@@ -135,8 +142,8 @@ class _Connection(asyncio.Protocol):
         self.server.drain()  # what this peer sent is decided (and recorded) as sent
         self._cancel_tasks()
         if self.peer is not None:
-            uid, pid = self.peer
-            self.server.peers.leave(uid, pid)
+            uid, pid, sandbox = self.peer
+            self.server.peers.leave(uid, pid, sandbox)
             self.peer = None
         self.server.connections.discard(self)
         if not self.lost.done():
@@ -159,15 +166,26 @@ class _Connection(asyncio.Protocol):
             message = f"uid {uid} may not use this broker"
             self._close_with(m.ErrorReply(id=None, code=m.ErrorCode.PEER_UID, message=message))
             return
-        refused = self.server.peers.admit(uid, pid)
+        peers = self.server.peers
+        # The caps every peer has first: a flood beyond them costs no /proc reads.
+        refused = peers.connection_refusal(uid, pid)
+        if refused is None:
+            identify = self.server.identify or describe_peer
+            requester = identify(pid, uid, gid, self.server.broker.config.host)
+            # A sandboxed peer spends its sandbox's budget ("" from an identify hook
+            # that did not say which sandbox: one shared key, never none).
+            sandbox = (requester.sandbox or "unidentified peers") if requester.sandboxed else None
+            refused = peers.admit(uid, pid, sandbox)
         if refused is not None:
-            self.server.note_refusal(refused)
-            code = m.ErrorCode.TOO_MANY_CONNECTIONS
-            self._close_with(m.ErrorReply(id=None, code=code, message=refused))
+            self._refuse_connection(refused)
             return
-        self.peer = (uid, pid)
-        identify = self.server.identify or describe_peer
-        self.requester = identify(pid, uid, gid, self.server.broker.config.host)
+        self.peer = (uid, pid, sandbox)
+        self.requester = requester
+
+    def _refuse_connection(self, refused: str) -> None:
+        self.server.note_refusal(refused)
+        code = m.ErrorCode.TOO_MANY_CONNECTIONS
+        self._close_with(m.ErrorReply(id=None, code=code, message=refused))
 
     def _close_with(self, message: m.Reply) -> None:
         self.send(encode(message))  # no decision: nothing to wait for
@@ -200,9 +218,9 @@ class _Connection(asyncio.Protocol):
             self.write(item.to_reply())
             return
         assert self.peer is not None
-        uid, pid = self.peer
+        uid, pid, sandbox = self.peer
         peers = self.server.peers
-        refused = peers.refusal(uid, pid, id(self))
+        refused = peers.refusal(uid, pid, id(self), sandbox)
         if refused is not None:
             self.server.note_refusal(refused)
             code = m.ErrorCode.TOO_MANY_REQUESTS
@@ -211,11 +229,11 @@ class _Connection(asyncio.Protocol):
         question = self._answer_now(item)
         if question is None:
             return  # answered: it was never in flight
-        peers.start(uid, pid, id(self))  # admitted just above, in this same pass
+        peers.start(uid, pid, id(self), sandbox)  # admitted just above, in this same pass
         task = asyncio.create_task(question)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        task.add_done_callback(lambda _t: peers.finish(uid, pid, id(self)))
+        task.add_done_callback(lambda _t: peers.finish(uid, pid, id(self), sandbox))
 
     def _answer_now(self, req: m.Request) -> Coroutine[Any, Any, None] | None:
         """Answer ``req`` now, or return the coroutine that will (it needs a person)."""
@@ -335,7 +353,8 @@ class BrokerServer:
         self.closing = False
         self._inode: int | None = None
         self.closed = asyncio.Event()
-        self.peers = PeerBook(limits or FloodLimits())
+        # Default caps fitted to the descriptor limit (raised before, by the programs).
+        self.peers = PeerBook(limits or FloodLimits().fitted(descriptor_limit()))
         self._refusals = Throttle()
         # The requests read and not yet decided (see drain()), and while a batch is
         # decided, the replies held back until its audit records are written.

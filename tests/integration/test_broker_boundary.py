@@ -10,7 +10,10 @@ the real Broker and BrokerServer, the person a scripted prompter):
    and no password question is ever asked (so no keyring is read);
 2. without ``XDG_RUNTIME_DIR`` the socket's default directory must not be writable from
    the sandbox: the tool cannot rename the socket, plant a file, or bind its own;
-3. the dispatcher refuses a profile whose rw rule covers the socket's directory.
+3. the dispatcher refuses a profile whose rw rule covers the socket's directory;
+4. a tool whose processes open connections in a loop and hold them (finding 8 of
+   containment II) holds its sandbox's small budget and no more: the agent's own
+   client, outside the sandbox, still finds the broker and gets a gate.
 
 Needs root (to create the user): skipped locally otherwise, a failure under CI=true.
 """
@@ -24,6 +27,7 @@ import shutil
 import stat
 import subprocess
 import textwrap
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -127,6 +131,85 @@ attempt("rename_dir", lambda: os.rename(directory, directory + ".gone"))
 print(json.dumps({"socket": path, "tried": tried}))
 """
 
+# Run inside the sandbox: 130 processes (half in sessions of their own) that open 64
+# connections each and hold them (the finding's 8,320, beyond the uid's 8,192); the
+# report goes to $PWD/flood-report.json, then all is held until $PWD/flood-done appears.
+HOLD_TOOL = r"""#!/usr/bin/python3 -I
+import json, os, select, socket, time
+
+path = os.environ["OLLIE_ELEVATE_SOCKET"]
+
+def connect():
+    for _ in range(2000):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        try:
+            sock.connect(path)
+            return sock
+        except BlockingIOError:  # the listen queue is full: wait, as clients do
+            sock.close()
+            time.sleep(0.01)
+        except OSError:
+            sock.close()
+            return None
+
+def hold(out, own_session):
+    if own_session:
+        os.setsid()
+    opened = [s for s in (connect() for _ in range(64)) if s is not None]
+    waiting = {s.fileno(): s for s in opened}
+    said = []
+    deadline = time.monotonic() + 3
+    while waiting and deadline > time.monotonic():
+        ready, _, _ = select.select(list(waiting), [], [], deadline - time.monotonic())
+        for fd in ready:
+            line = waiting.pop(fd).recv(4096).split(b"\n", 1)[0]
+            said.append(json.loads(line) if line else {"code": "closed silently"})
+    os.write(out, (json.dumps({"opened": len(opened), "held": len(waiting), "said": said})
+                   + "\n").encode())
+    os.close(out)
+    while not os.path.exists("flood-done"):
+        time.sleep(0.1)
+    os._exit(0)
+
+pipes = []
+for n in range(130):
+    read_end, write_end = os.pipe()
+    if os.fork() == 0:
+        os.close(read_end)
+        hold(write_end, own_session=n % 2 == 1)
+    os.close(write_end)
+    pipes.append(read_end)
+reports = [json.loads(os.fdopen(fd).readline() or "{}") for fd in pipes]
+codes, messages = {}, set()
+for report in reports:
+    for reply in report.get("said", []):
+        codes[reply.get("code")] = codes.get(reply.get("code"), 0) + 1
+        messages.add(reply.get("message", ""))
+summary = {"opened": sum(r.get("opened", 0) for r in reports),
+           "held": sum(r.get("held", 0) for r in reports),
+           "codes": codes, "messages": sorted(messages)}
+with open("flood-report.json.part", "w") as out:
+    json.dump(summary, out)
+os.rename("flood-report.json.part", "flood-report.json")
+while not os.path.exists("flood-done"):
+    time.sleep(0.1)
+for _ in pipes:
+    os.wait()
+print("done")
+"""
+
+AGENT_PROBE = """
+import json, os
+from pathlib import Path
+from registry_core.elevation.client import probe_broker
+from registry_core.elevation.gates import choose_gate
+state = probe_broker(Path(os.environ["OLLIE_ELEVATE_SOCKET"]))
+gate = choose_gate(os.environ)
+print(json.dumps({"state": state.value, "gate": type(gate).__name__,
+                  "reason": getattr(gate, "reason", "")}))
+"""
+
 MARK_TOOL = """#!/bin/sh
 echo ran > "$PWD/tool-ran"
 echo ran
@@ -158,6 +241,7 @@ def tools(dirs: UserDirs) -> Path:
         ("askpass_from_inside", ASKPASS_TOOL.replace("TARGET", repr(str(target)))),
         ("swap_socket", SWAP_TOOL),
         ("action_from_inside", ACTION_TOOL),
+        ("hold_connections", HOLD_TOOL),
         ("mark", MARK_TOOL),
     ):
         (directory / name).write_text(body)
@@ -356,3 +440,48 @@ def test_a_profile_that_leaves_the_socket_directory_alone_runs(dirs: UserDirs, t
     result = call(dirs, tools, "mark", dirs.env())
     assert result.returncode == 0, result.stderr
     assert (dirs.root / "work" / "tool-ran").read_text() == "ran\n"
+
+
+# --- 4. the broker budget of a sandbox (finding 8) --------------------------------------
+
+
+def test_a_sandboxed_tool_holding_connections_cannot_starve_the_agent(
+    dirs: UserDirs, tools: Path, start_broker: Any
+) -> None:
+    from registry_core.elevation.limits import FloodLimits
+
+    start_broker({"approvals": []})
+    work = dirs.root / "work"
+    full = {**dirs.env(), "OLLIE_TOOLS_PATH": f"{tools}:{dirs.user.tools}"}
+    tool = dirs.user.popen(
+        [str(dirs.user.bin / "ollie-tools"), "call", "hold_connections"],
+        full,
+        work,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        report_path = work / "flood-report.json"
+        deadline = time.monotonic() + 60
+        while not report_path.exists() and tool.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert report_path.exists(), tool.communicate(timeout=10) if tool.poll() else "no report"
+        report = json.loads(report_path.read_text())
+        # The agent, outside the sandbox, while the tool holds everything it could get.
+        probe = dirs.user.run([str(dirs.user.python), "-c", AGENT_PROBE], dirs.env(), dirs.home)
+        assert probe.returncode == 0, probe.stderr
+        agent = json.loads(probe.stdout)
+        assert (agent["state"], agent["gate"]) == ("alive", "BrokerGate"), (agent, report)
+    finally:
+        (work / "flood-done").touch()
+        _out, err = tool.communicate(timeout=60)
+    assert tool.returncode == 0, err
+    caps = FloodLimits()
+    assert report["opened"] == 130 * 64, report
+    # However its processes split into sessions: the sandbox's budget, or at most
+    # the budget of all sandboxed peers together, never the uid's.
+    assert report["held"] in (caps.connections_per_sandbox, caps.sandboxed_connections_per_uid)
+    assert report["codes"] == {"too_many_connections": 130 * 64 - report["held"]}, report
+    assert all(text.endswith(f"(limit {report['held']})") for text in report["messages"]), report

@@ -23,14 +23,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_helpers import replying, scripted
+from client_helpers import frame, replying, scripted
 
 from registry_core.elevation.client import (
     BrokerClient,
     BrokerNotRespondingError,
+    BrokerRefusedError,
     BrokerState,
     ForeignBrokerError,
     broker_alive,
+    examine_broker,
     probe_broker,
 )
 from registry_core.errors import BrokerUnavailableError
@@ -230,3 +232,71 @@ def test_a_probe_waits_two_seconds_by_default(base: Path) -> None:
             started = time.monotonic()
             assert probe(path) in (BrokerState.NOT_RESPONDING, False)
             assert 2.0 <= time.monotonic() - started < 2.9
+
+
+# --- a refusal at one of the broker's caps (containment II, finding 8) ----------------
+
+CAP = "too many connections from sandboxed processes of uid 1000 (limit 256)"
+
+
+@pytest.mark.parametrize(
+    ("code", "request_id"), [("too_many_connections", None), ("too_many_requests", "own")]
+)
+def test_a_refusal_at_a_cap_names_the_cap_never_not_responding(
+    base: Path, code: str, request_id: str | None
+) -> None:
+    path = base / "b.sock"
+
+    def refuse(request: dict[str, object]) -> list[bytes]:
+        said = request["id"] if request_id == "own" else None
+        return [frame(id=said, op="error", code=code, message=CAP)]
+
+    with scripted(path, refuse):
+        assert examine_broker(path) == (BrokerState.REFUSED, f"broker refused: {CAP}")
+        assert probe_broker(path) is BrokerState.REFUSED
+        assert broker_alive(path) is False
+        with BrokerClient(path) as client, pytest.raises(BrokerRefusedError) as info:
+            client.ping()
+    assert str(info.value) == f"broker refused: {CAP}"
+    assert isinstance(info.value, BrokerUnavailableError)
+    assert not isinstance(info.value, BrokerNotRespondingError)
+
+
+def test_other_errors_are_still_returned_as_replies(base: Path) -> None:
+    path = base / "b.sock"
+    answer = replying(op="error", code="unknown_tool", message="no such tool")
+    with scripted(path, answer), BrokerClient(path) as client:
+        reply = client.status()
+    assert (reply.op, getattr(reply, "code", None)) == ("error", "unknown_tool")
+
+
+def test_examine_says_why_a_broker_is_not_live(base: Path) -> None:
+    state, why = examine_broker(base / "missing.sock")
+    assert state is BrokerState.MISSING and "no socket there" in why
+    path = base / "b.sock"
+    with scripted(path, replying(op="pong")):
+        assert examine_broker(path) == (BrokerState.ALIVE, "")
+    with scripted(base / "c.sock", replying(op="ack")):
+        assert examine_broker(base / "c.sock")[0] is BrokerState.NOT_RESPONDING
+
+
+def test_a_connection_refused_before_the_request_was_sent_still_names_the_cap(
+    base: Path,
+) -> None:
+    """The broker writes its refusal and closes at once: the request's send fails, and
+    the client reads what the broker said instead of "connection lost"."""
+    path = base / "r.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen()
+    refused = frame(id=None, op="error", code="too_many_connections", message=CAP)
+    try:
+        with BrokerClient(path) as client:
+            conn, _ = server.accept()
+            conn.sendall(refused)
+            conn.close()  # nothing read: the client's send meets a closed peer
+            with pytest.raises(BrokerRefusedError) as info:
+                client.ping()
+    finally:
+        server.close()
+    assert str(info.value) == f"broker refused: {CAP}"

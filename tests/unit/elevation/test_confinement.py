@@ -18,7 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from registry_core.elevation.confinement import SANDBOX_LABEL, read_proc_file, sandbox_reasons
+from registry_core.elevation.confinement import (
+    SANDBOX_LABEL,
+    read_proc_file,
+    sandbox_id,
+    sandbox_reasons,
+)
 from registry_core.elevation.identity import describe_peer
 
 DEADLINE = 10.0
@@ -201,3 +206,38 @@ def test_short_reads_are_joined_and_still_capped(
     real_read = os.read
     monkeypatch.setattr(os, "read", lambda fd, n: real_read(fd, min(n, 1000)))  # like a pipe
     assert read_proc_file(str(big)) == big.read_bytes()[:65536]
+
+
+# --- which sandbox: the key of its broker budget (finding 8) --------------------------
+
+STAT = b"4242 (a (tricky) name) S 4000 4242 4242 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 777\n"
+
+
+def test_a_sandbox_is_its_pid_namespace_when_that_is_not_the_brokers(proc: Path) -> None:
+    fake_process(proc, "10", ns={"pid": "pid:[4026532999]"})
+    assert sandbox_id(10, proc=proc, stat=STAT) == "pid namespace pid:[4026532999]"
+
+
+def test_otherwise_a_sandbox_is_its_session(proc: Path) -> None:
+    fake_process(proc, "10", no_new_privs="1")
+    assert sandbox_id(10, proc=proc, stat=STAT) == "session 4242"
+    (proc / "10" / "stat").write_bytes(STAT.replace(b" 4242 4242 0", b" 4242 17 0", 1))
+    assert sandbox_id(10, proc=proc) == "session 17"  # read when not handed in
+
+
+def test_a_sandbox_that_cannot_be_told_shares_one_key(proc: Path) -> None:
+    fake_process(proc, "10", ns={"pid": None})
+    assert sandbox_id(10, proc=proc) == "unidentified peers"
+    assert sandbox_id(10, proc=proc, stat=b"10 (x) S 1") == "unidentified peers"
+    assert sandbox_id(99, proc=proc) == "unidentified peers"
+
+
+def test_a_real_sandboxed_child_is_keyed_by_its_session(
+    children: list[subprocess.Popen[bytes]],
+) -> None:
+    child = _started([sys.executable, "-c", WAIT_FOR_STDIN], preexec_fn=_no_new_privs)
+    children.append(child)
+    peer = describe_peer(child.pid, os.getuid(), os.getgid(), "h")
+    assert peer.sandbox == f"session {os.getsid(child.pid)}"
+    plain = describe_peer(os.getpid(), os.getuid(), os.getgid(), "h")
+    assert (plain.sandboxed, plain.sandbox) == (False, "")

@@ -60,6 +60,109 @@ def test_requests_are_capped_per_connection_process_and_uid() -> None:
     assert book.start(1000, 12, conn=5) is None
 
 
+# --- the sandbox budget (containment II, finding 8) ----------------------------------
+
+BOXES = FloodLimits(
+    connections_per_uid=10,
+    connections_per_process=4,
+    requests_per_connection=4,
+    requests_per_process=4,
+    requests_per_uid=10,
+    connections_per_sandbox=2,
+    requests_per_sandbox=2,
+    sandboxed_connections_per_uid=3,
+    sandboxed_requests_per_uid=3,
+)
+
+
+def test_a_sandbox_holds_up_to_its_own_cap_of_connections() -> None:
+    book = PeerBook(BOXES)
+    assert book.admit(1000, 10, "session 7") is None
+    assert book.admit(1000, 11, "session 7") is None  # another process, the same sandbox
+    refused = book.admit(1000, 12, "session 7")
+    assert refused == "too many connections from one sandbox (session 7) (limit 2)"
+    assert book.sandboxed(1000, "session 7") == (2, 0)
+    assert book.connections() == 2  # the refused one is not counted anywhere
+    book.leave(1000, 10, "session 7")
+    assert book.admit(1000, 12, "session 7") is None
+
+
+def test_all_sandboxed_peers_of_a_uid_hold_up_to_their_cap_together() -> None:
+    book = PeerBook(BOXES)
+    assert [book.admit(1000, pid, f"session {pid}") for pid in (1, 2, 3)] == [None] * 3
+    refused = book.admit(1000, 4, "session 4")
+    assert refused == "too many connections from sandboxed processes of uid 1000 (limit 3)"
+    assert book.sandboxed(1000) == (3, 0)
+    assert book.admit(1001, 4, "session 4") is None  # another uid's sandboxes: their own
+
+
+def test_the_agent_is_admitted_while_the_sandboxes_are_at_their_cap() -> None:
+    book = PeerBook(BOXES)
+    for pid in (1, 2, 3):
+        book.admit(1000, pid, f"session {pid}")
+    assert book.admit(1000, 5, "session 5") is not None
+    # Outside any sandbox: the uid's remaining budget, 10 - 3, is all there for it.
+    assert [book.admit(1000, 100 + n // 4) for n in range(7)] == [None] * 7
+    assert book.admit(1000, 200) == "too many connections for uid 1000 (limit 10)"
+    # A sandboxed peer counts against the uid's cap too: no place is made up.
+    assert book.connection_refusal(1000, 201, "session 9") is not None
+
+
+def test_the_precheck_without_a_sandbox_asks_only_the_caps_every_peer_has() -> None:
+    book = PeerBook(BOXES)
+    for pid in (1, 2, 3):
+        book.admit(1000, pid, f"session {pid}")
+    assert book.connection_refusal(1000, 4) is None
+    assert book.connection_refusal(1000, 4, "session 4") is not None
+    assert book.connections() == 3  # asking counts nothing
+
+
+def test_sandboxed_requests_are_capped_per_sandbox_and_together() -> None:
+    book = PeerBook(BOXES)
+    assert book.start(1000, 10, conn=1, sandbox="session 7") is None
+    assert book.start(1000, 11, conn=2, sandbox="session 7") is None
+    refused = book.start(1000, 12, conn=3, sandbox="session 7")
+    assert refused == "too many requests pending from one sandbox (session 7) (limit 2)"
+    assert book.start(1000, 13, conn=4, sandbox="session 8") is None
+    refused = book.start(1000, 14, conn=5, sandbox="session 9")
+    assert refused == "too many requests pending from sandboxed processes of uid 1000 (limit 3)"
+    # The agent's requests are still taken: the uid's cap is 10.
+    assert [book.start(1000, 20 + n // 4, conn=20 + n) for n in range(7)] == [None] * 7
+    assert book.sandboxed(1000) == (0, 3) and book.requests() == 10
+    book.finish(1000, 10, conn=1, sandbox="session 7")
+    assert book.sandboxed(1000, "session 7") == (0, 1)
+    assert book.start(1000, 12, conn=3, sandbox="session 7") is None  # room again
+    assert book.sandboxed(1000) == (0, 3) and book.requests() == 10
+
+
+def test_sandboxed_counts_never_go_negative_or_linger() -> None:
+    book = PeerBook(BOXES)
+    book.leave(1000, 10, "session 7")
+    book.finish(1000, 10, conn=1, sandbox="session 7")
+    assert book.sandboxed(1000) == (0, 0) and book.sandboxed(1000, "session 7") == (0, 0)
+    assert book.admit(1000, 10, "session 7") is None
+
+
+def test_the_default_sandbox_budget_leaves_the_agent_almost_all_of_the_uids() -> None:
+    caps = FloodLimits()
+    assert (caps.connections_per_sandbox, caps.requests_per_sandbox) == (16, 16)
+    assert (caps.sandboxed_connections_per_uid, caps.sandboxed_requests_per_uid) == (256, 256)
+    assert caps.connections_per_uid - caps.sandboxed_connections_per_uid == 7936
+    assert caps.requests_per_uid - caps.sandboxed_requests_per_uid == 7936
+
+
+def test_the_sandbox_budget_is_fitted_to_the_descriptor_limit() -> None:
+    caps = FloodLimits()
+    assert caps.fitted(1 << 20) is caps
+    assert caps.fitted(1024) is caps  # 256 is a quarter of a desktop's 1,024
+    small = caps.fitted(256)
+    assert (small.sandboxed_connections_per_uid, small.connections_per_sandbox) == (64, 16)
+    tiny = caps.fitted(40)
+    assert (tiny.sandboxed_connections_per_uid, tiny.connections_per_sandbox) == (10, 10)
+    assert caps.fitted(2).sandboxed_connections_per_uid == 1
+    assert small.connections_per_uid == caps.connections_per_uid  # the rest as it was
+
+
 def test_counts_never_go_negative_or_linger() -> None:
     book = PeerBook(SMALL)
     book.leave(1000, 10)

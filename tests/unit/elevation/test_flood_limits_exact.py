@@ -36,7 +36,7 @@ CAPS = FloodLimits(
 
 
 def test_the_default_caps() -> None:
-    assert FloodLimits() == FloodLimits(8192, 64, 32, 64, 8192)
+    assert FloodLimits() == FloodLimits(8192, 64, 32, 64, 8192, 16, 16, 256, 256)
     assert PeerBook().limits == FloodLimits()
 
 

@@ -145,6 +145,32 @@ def test_a_broker_that_does_not_answer_is_a_refusal_naming_it(tmp_path: Path) ->
     )
 
 
+def test_a_broker_refusing_at_a_cap_is_a_refusal_naming_the_cap(tmp_path: Path) -> None:
+    """Never "not responding", never an in-process broker in its place (finding 8)."""
+    env = _env(tmp_path)
+    path = tmp_path / "run" / "ollie" / "elevate.sock"
+    cap = "too many connections from this sandbox (limit 16)"
+    refused = {"id": None, "op": "error", "code": "too_many_connections", "message": cap}
+    with scripted_broker(path, lambda request: refused):
+        gate = choose_gate(env)
+    assert isinstance(gate, RefusingGate)
+    assert gate.reason == f"broker refused: {cap} (the elevation broker on {path})"
+
+
+def test_a_request_refused_at_a_cap_is_denied_naming_the_cap(tmp_path: Path) -> None:
+    from registry_core.dispatch.gate import ElevationRequest
+    from registry_core.elevation.messages import Kind
+    from registry_core.errors import ElevationDeniedError
+
+    request = ElevationRequest(tool="t", kind=Kind.SANDBOX, argv=("t",), args={}, cwd="/")
+    path = tmp_path / "run" / "elevate.sock"
+    cap = "too many requests pending from this sandbox (limit 16)"
+    refused = {"op": "error", "code": "too_many_requests", "message": cap}
+    with scripted_broker(path, pong_or(refused)), pytest.raises(ElevationDeniedError) as denied:
+        BrokerGate(path).authorize(request)
+    assert str(denied.value) == f"elevation denied: broker refused: {cap}"
+
+
 def test_no_broker_and_no_front_end_is_a_refusal_naming_both(tmp_path: Path) -> None:
     env = _env(tmp_path)  # no display, no kdialog/zenity on PATH; tests have no tty
     gate = choose_gate(env)

@@ -15,6 +15,7 @@ Written against the mutants of ``server.py``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -292,3 +293,103 @@ def test_a_peer_of_another_uid_is_refused_in_words_and_closed(
     ]
     assert refusals(caplog) == [f"refused a connection from pid {pid} uid {NOBODY}"]
     assert prompter.asked == []
+
+
+# --- the sandbox budget (containment II, finding 8) --------------------------------
+
+
+def sandboxes(keys: list[str]) -> Any:
+    """An identify hook: the n-th connection is in sandbox ``keys[n]`` ("": outside any)."""
+    from registry_core.elevation.identity import Requester
+
+    order = iter(keys)
+
+    def identify(pid: int, uid: int, gid: int, host: str) -> Requester:
+        key = next(order)
+        return Requester(pid=pid, uid=uid, gid=gid, host=host, sandboxed=bool(key), sandbox=key)
+
+    return identify
+
+
+BUDGET = FloodLimits(
+    connections_per_sandbox=2,
+    sandboxed_connections_per_uid=3,
+    requests_per_sandbox=1,
+    sandboxed_requests_per_uid=2,
+)
+
+
+def test_sandboxed_connections_are_capped_per_sandbox_and_together_never_the_agents(
+    setup: Setup, base: Path
+) -> None:
+    keys = ["session 1", "session 1", "session 1", "session 2", "session 3", "", "session 3"]
+
+    async def go() -> None:
+        identify = sandboxes(keys)
+        async with serving(setup, base, FakePrompter(), limits=BUDGET, identify=identify) as srv:
+            path = base / "run" / "elevate.sock"
+            held = []
+            for _ in range(2):
+                held.append(await connect(path))
+                await held[-1].send(id=1, op="ping")
+                assert await held[-1].reply() == {"v": 1, "id": 1, "op": "pong"}
+            refused = await connect(path)
+            words = "too many connections from one sandbox (session 1) (limit 2)"
+            assert await refused.reply() == error(None, "too_many_connections", words)
+            assert await refused.at_eof()
+            held.append(await connect(path))  # session 2: the third sandboxed one
+            await held[-1].send(id=2, op="ping")
+            assert (await held[-1].reply())["op"] == "pong"
+            refused = await connect(path)  # session 3: beyond all sandboxed together
+            words = f"too many connections from sandboxed processes of uid {ME} (limit 3)"
+            assert await refused.reply() == error(None, "too_many_connections", words)
+            agent = await connect(path)  # outside any sandbox: admitted
+            await agent.send(id=3, op="ping")
+            assert await agent.reply() == {"v": 1, "id": 3, "op": "pong"}
+            assert srv.peers.sandboxed(ME) == (3, 0)
+            held.pop(0).close()
+            while srv.peers.sandboxed(ME)[0] == 3:  # its place is given back
+                await asyncio.sleep(0.01)
+            again = await connect(path)  # session 3 now fits
+            await again.send(id=4, op="ping")
+            assert (await again.reply())["op"] == "pong"
+            assert srv.peers.sandboxed(ME, "session 3") == (1, 0)
+
+    run(go)
+
+
+def test_sandboxed_requests_are_capped_per_sandbox_and_together_never_the_agents(
+    setup: Setup, base: Path
+) -> None:
+    prompter = FakePrompter([Approval(False)] * 4, hold=True)
+    keys = ["session 1", "session 1", "session 2", "session 3", ""]
+
+    async def go() -> None:
+        identify = sandboxes(keys)
+        caps = dataclasses.replace(BUDGET, sandboxed_connections_per_uid=8)
+        async with serving(setup, base, prompter, limits=caps, identify=identify) as srv:
+            path = base / "run" / "elevate.sock"
+            one, also_one, two, three, agent = [await connect(path) for _ in keys]
+            await one.send(**elevate(setup, "a"))
+            await prompter.until(lambda: len(prompter.asked) == 1)
+            await also_one.send(**elevate(setup, "b"))
+            words = "too many requests pending from one sandbox (session 1) (limit 1)"
+            assert await also_one.reply() == error("b", "too_many_requests", words)
+            await two.send(**elevate(setup, "c"))  # queued behind "a": one question at a time
+            while srv.peers.sandboxed(ME)[1] < 2:
+                await asyncio.sleep(0.01)
+            await three.send(**elevate(setup, "d"))
+            words = f"too many requests pending from sandboxed processes of uid {ME} (limit 2)"
+            assert await three.reply() == error("d", "too_many_requests", words)
+            await agent.send(**elevate(setup, "e"))  # outside any sandbox: admitted
+            while srv.peers.requests() < 3:
+                await asyncio.sleep(0.01)
+            assert srv.peers.sandboxed(ME) == (4, 2)
+            one.close()  # the sandboxes leave: their questions are withdrawn
+            two.close()
+            await prompter.until(lambda: len(prompter.asked) == 2)  # the agent's, asked
+            prompter.release.set()
+            reply = await agent.reply()
+            assert (reply["id"], reply["op"], reply["by"]) == ("e", "decision", "user")
+
+    run(go)
