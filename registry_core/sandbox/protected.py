@@ -40,6 +40,7 @@ kernel sees them: templates expanded, then symlinks resolved.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -78,6 +79,35 @@ def _package_parent(name: str) -> str | None:
     return os.path.dirname(locations[0]) if locations else None
 
 
+def _add(found: dict[str, str], path: str | None, what: str) -> None:
+    if path:
+        real = _real(path)
+        if real != "/":
+            found.setdefault(real, what)
+
+
+@functools.cache
+def _running_installation() -> tuple[tuple[str, str], ...]:
+    """The places of the installation that is running: fixed for the process."""
+    found: dict[str, str] = {}
+    _add(found, sys.prefix, "Ollie's Python installation (sys.prefix)")
+    _add(found, sys.exec_prefix, "Ollie's Python installation (sys.exec_prefix)")
+    _add(found, sys.base_prefix, "the Python installation Ollie runs on (sys.base_prefix)")
+    _add(
+        found, sys.base_exec_prefix, "the Python installation Ollie runs on (sys.base_exec_prefix)"
+    )
+    for package in PACKAGES:
+        _add(found, _package_parent(package), f"where Ollie's {package} package is installed")
+    for place in _commands():
+        _add(found, place, "the directory of Ollie's commands")
+    return tuple(found.items())
+
+
+@functools.cache
+def _commands() -> tuple[str, ...]:
+    return tuple(_real(place) for place in paths.own_program_dirs())
+
+
 def installation_dirs(env: Mapping[str, str]) -> dict[str, str]:
     """The running installation's places (real paths) and what each is.
 
@@ -85,28 +115,13 @@ def installation_dirs(env: Mapping[str, str]) -> dict[str, str]:
     in ``~/.local/bin`` pointing into pipx's venv); a hostile ``PATH`` can only add
     places, which narrows what a tool may write.
     """
-    found: dict[str, str] = {}
-
-    def add(path: str | None, what: str) -> None:
-        if path:
-            real = _real(path)
-            if real != "/":
-                found.setdefault(real, what)
-
-    add(sys.prefix, "Ollie's Python installation (sys.prefix)")
-    add(sys.exec_prefix, "Ollie's Python installation (sys.exec_prefix)")
-    add(sys.base_prefix, "the Python installation Ollie runs on (sys.base_prefix)")
-    add(sys.base_exec_prefix, "the Python installation Ollie runs on (sys.base_exec_prefix)")
-    for package in PACKAGES:
-        add(_package_parent(package), f"where Ollie's {package} package is installed")
-    commands = [_real(place) for place in paths.own_program_dirs()]
-    for place in commands:
-        add(place, "the directory of Ollie's commands")
+    found = dict(_running_installation())
+    commands = _commands()
     for entry in (env.get("PATH") or "").split(":"):
         if entry and os.path.isabs(entry):
             target = os.path.dirname(_real(os.path.join(entry, COMMAND)))
             if target in commands:
-                add(entry, "a directory linking to Ollie's commands")
+                _add(found, entry, "a directory linking to Ollie's commands")
     return found
 
 
