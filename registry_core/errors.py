@@ -128,6 +128,51 @@ class ProfileError(SandboxError):
         super().__init__(f"{path}: {message}")
 
 
+class ProtectedPathError(ProfileError):
+    """A profile's writable rule lies at, above or inside one of Ollie's own places
+    (its configuration, state, cache, runtime or tools directories, its installation):
+    refused when the profile is loaded for a call (:mod:`registry_core.sandbox.protected`).
+
+    ``origin`` is the key and line (``filesystem.rw, line 7``), ``template`` the value
+    as written, ``rule_path`` what it expands to, ``relation`` "at", "above" or
+    "inside", ``directory`` and ``what`` the protected place.
+    """
+
+    def __init__(
+        self,
+        *,
+        profile: str,
+        source: str,
+        origin: str,
+        template: str,
+        rule_path: str,
+        access: str,
+        relation: str,
+        directory: str,
+        what: str,
+    ) -> None:
+        self.profile = profile
+        self.origin = origin
+        self.template = template
+        self.rule_path = rule_path
+        self.access = access
+        self.relation = relation
+        self.directory = directory
+        self.what = what
+        place = f"{what} ({directory})"
+        where = {"at": f"is {place}", "above": f"is above {place}"}.get(
+            relation, f"is inside {place}"
+        )
+        expanded = "" if template == rule_path else f", {rule_path}"
+        super().__init__(
+            source,
+            f"sandbox profile {profile!r} grants {access} on {template!r} ({origin}{expanded}),"
+            f" which {where}: a tool could change Ollie's own configuration,"
+            " state or installation, and what it writes there runs outside the sandbox."
+            " Remove or narrow that rule.",
+        )
+
+
 class LandlockUnavailableError(SandboxError):
     """The kernel offers no Landlock and the profile does not allow best effort."""
 

@@ -170,6 +170,20 @@ def audit_file(env: Mapping[str, str]) -> Path:
     return state_home(env) / "ollie" / "audit.jsonl"
 
 
+def own_program_dirs() -> list[str]:
+    """Where the running installation keeps its console scripts (:func:`own_program`).
+
+    The running interpreter's directory (a venv's or pipx's ``bin``), and, when this
+    package is installed in the user's site-packages (``pip install --user``), that
+    scheme's ``bin`` (``~/.local/bin``).  ``sandbox/protected.py`` protects them.
+    """
+    places = [os.path.dirname(sys.executable)] if sys.executable else []
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    if user_site and os.path.abspath(__file__).startswith(os.path.join(user_site, "")):
+        places.append(os.path.join(site.getuserbase(), "bin"))
+    return places
+
+
 def own_program(name: str) -> str | None:
     """Ollie's own console script ``name`` (``ollie-askpass``, ``ollie-elevate``) of the
     installation that is running, or ``None`` when it has none.
@@ -179,13 +193,9 @@ def own_program(name: str) -> str | None:
     --user``), in that scheme's ``bin`` (``~/.local/bin``) -- never on ``PATH``,
     whose first entries an agent often takes from the project a tool can write.
     Ollie's installation itself is protected: a profile rule or working directory
-    that would let a sandboxed tool write it is refused (``sandbox/``).
+    that would let a sandboxed tool write it is refused (``sandbox/protected.py``).
     """
-    places = [os.path.dirname(sys.executable)] if sys.executable else []
-    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
-    if user_site and os.path.abspath(__file__).startswith(os.path.join(user_site, "")):
-        places.append(os.path.join(site.getuserbase(), "bin"))
-    for place in places:
+    for place in own_program_dirs():
         candidate = os.path.join(place, name)
         if os.path.isabs(candidate) and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate

@@ -64,6 +64,7 @@ from registry_core.sandbox.guard import guard_broker_socket
 from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, stopped_by_limit
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
+from registry_core.sandbox.protected import refuse_protected_rules
 from registry_core.sandbox.workdir import check_working_directory
 from registry_core.trusted import trusted_program
 
@@ -265,7 +266,7 @@ class Dispatcher:
         if tool.elevated or options.elevated:
             return self._run_elevated(tool, executable, args, stdin, extra, options)
         check_working_directory(cwd, self.env, registry.dirs)
-        return self._run_sandboxed(tool, executable, stdin, extra, options)
+        return self._run_sandboxed(tool, executable, stdin, extra, options, registry.dirs)
 
     def _finish(
         self,
@@ -303,7 +304,13 @@ class Dispatcher:
         )
 
     def _run_sandboxed(
-        self, tool: Tool, executable: str, stdin: bytes, extra: dict[str, str], options: CallOptions
+        self,
+        tool: Tool,
+        executable: str,
+        stdin: bytes,
+        extra: dict[str, str],
+        options: CallOptions,
+        tools_dirs: Sequence[str | Path] = (),
     ) -> CallResult:
         cwd = extra["PWD"]
         bwrap = self.bwrap()
@@ -319,7 +326,10 @@ class Dispatcher:
             rules = with_command(
                 rules, executable, origin="tool executable", always=True, libraries=self._ldd
             )
-            guard_broker_socket(rules, self.env, private=(TMP,) if bwrap is not None else ())
+            private = (TMP,) if bwrap is not None else ()
+            guard_broker_socket(rules, self.env, private=private)
+            # Never Ollie's own configuration, state, tools or installation (finding 5).
+            refuse_protected_rules(profile, template_env, cwd, tools_dirs, private=private)
             abi = self._cache.abi
             sandbox = None if bwrap is not None else self._uncontained(rules)
         env = sandbox_env(rules, self.env)

@@ -1,11 +1,13 @@
 """Working directories a sandboxed call must never run in.
 
 Profiles grant the call's working directory (``{CWD}``) read and write.  In
-``/``, in the home directory, or in a directory holding (or held by) Ollie's
-own configuration, state, cache or tools directories (or holding the broker's
-socket), that would
-hand a tool ``~/.bashrc``, ``~/.ssh``, ``policies.yaml``, the sandbox profiles
-or the tools themselves.  :func:`check_working_directory` refuses those with
+``/``, in the home directory, or in a directory at, inside or holding one of
+Ollie's own places (:func:`~registry_core.sandbox.protected.protected_dirs`:
+its configuration, state, cache, runtime and tools directories, its
+installation) or the broker's socket directory, that would hand a tool
+``~/.bashrc``, ``~/.ssh``, ``policies.yaml``, the sandbox profiles, the
+tools, or the venv whose next ``ollie-tools`` runs a planted ``.pth``.
+:func:`check_working_directory` refuses those with
 :class:`UnsafeWorkingDirectoryError`, whatever the profile says.
 """
 
@@ -18,23 +20,13 @@ from pathlib import Path
 from registry_core import paths
 from registry_core.errors import UnsafeWorkingDirectoryError
 from registry_core.sandbox.mounts import TMP, beneath
+from registry_core.sandbox.protected import overlap, protected_dirs
+
+__all__ = ["check_working_directory", "protected_dirs"]
 
 
 def _real(path: str | Path) -> str:
     return os.path.realpath(os.path.expanduser(str(path)))
-
-
-def protected_dirs(env: Mapping[str, str], tools_dirs: Iterable[str | Path]) -> dict[str, str]:
-    """Ollie's own directories (real paths) and what each is."""
-    found = {
-        _real(paths.ollie_config_dir(env)): "Ollie's configuration directory",
-        _real(paths.state_home(env) / "ollie"): "Ollie's state directory",
-        _real(paths.cache_home(env) / "ollie"): "Ollie's cache directory",
-        _real(paths.sandbox_tmp_base(env)): "where sandboxed calls get their private /tmp",
-    }
-    for directory in tools_dirs:
-        found.setdefault(_real(directory), "a tools directory")
-    return found
 
 
 def check_working_directory(
@@ -50,13 +42,14 @@ def check_working_directory(
     if real == TMP:
         raise UnsafeWorkingDirectoryError(cwd, "the shared temporary directory")
     socket_dir = _real(paths.elevate_socket(env).parent)
-    if beneath(socket_dir, real):  # a subdirectory of it is harmless
+    # A subdirectory of a configured socket directory elsewhere is harmless; the
+    # default one is Ollie's runtime directory, protected whole below.
+    if beneath(socket_dir, real):
         what = "the elevation broker's socket directory"
         raise UnsafeWorkingDirectoryError(
             cwd, what if real == socket_dir else f"an ancestor of {what} ({socket_dir})"
         )
-    for directory, what in protected_dirs(env, tools_dirs).items():
-        if beneath(real, directory):
-            raise UnsafeWorkingDirectoryError(cwd, f"inside {what} ({directory})")
-        if beneath(directory, real):
-            raise UnsafeWorkingDirectoryError(cwd, f"an ancestor of {what} ({directory})")
+    found = overlap(real, protected_dirs(env, tools_dirs))
+    if found is not None:
+        relation = "an ancestor of" if found.relation == "above" else "inside"
+        raise UnsafeWorkingDirectoryError(cwd, f"{relation} {found.what} ({found.directory})")

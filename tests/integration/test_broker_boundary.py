@@ -435,11 +435,36 @@ def test_the_dispatcher_refuses_a_profile_that_makes_the_socket_directory_writab
 
 
 def test_a_profile_that_leaves_the_socket_directory_alone_runs(dirs: UserDirs, tools: Path) -> None:
-    """The control for the refusal: the same call with a harmless extra rw rule."""
-    write_profile(dirs, str(dirs.root / "config"))
+    """The control for the refusal: the same call with a harmless extra rw rule.
+
+    Not the config home: a rule above Ollie's configuration directory is refused too
+    (containment II, finding 5; tests/unit/sandbox/test_protected.py)."""
+    extra = dirs.root / "shared"
+    extra.mkdir()
+    os.chown(extra, dirs.user.uid, dirs.user.gid)
+    write_profile(dirs, str(extra))
     result = call(dirs, tools, "mark", dirs.env())
     assert result.returncode == 0, result.stderr
     assert (dirs.root / "work" / "tool-ran").read_text() == "ran\n"
+
+
+def test_a_real_ollie_tools_call_refuses_a_profile_opening_ollies_configuration(
+    dirs: UserDirs, tools: Path
+) -> None:
+    """Containment II, finding 5, through the installed command: the tool never runs."""
+    profile = write_profile(dirs, "{XDG_CONFIG_HOME}")
+    lines = profile.read_text().splitlines()
+    line = lines.index('    - "{XDG_CONFIG_HOME}"') + 1
+    result = call(dirs, tools, "mark", dirs.env())
+    assert result.returncode != 0
+    assert not (dirs.root / "work" / "tool-ran").exists()
+    config = dirs.root / "config"
+    for part in (
+        str(profile),
+        f"'{{XDG_CONFIG_HOME}}' (filesystem.rw, line {line}, {config})",
+        f"above Ollie's configuration directory ({config / 'ollie'})",
+    ):
+        assert part in result.stderr, (part, result.stderr)
 
 
 # --- 4. the broker budget of a sandbox (finding 8) --------------------------------------

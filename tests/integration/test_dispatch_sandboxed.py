@@ -15,6 +15,7 @@ import shutil
 import socket
 import struct
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,11 @@ import pytest
 import yaml
 
 from registry_core.dispatch import CallOptions, CallResult, Dispatcher
-from registry_core.errors import NamespacesUnavailableError
+from registry_core.errors import (
+    NamespacesUnavailableError,
+    ProfileError,
+    UnsafeWorkingDirectoryError,
+)
 from registry_core.paths import resources_dir
 from registry_core.registry import RegistryLoader
 from registry_core.sandbox import abi_version, load_profile
@@ -211,6 +216,47 @@ def test_cannot_write_outside_rw(stack: Stack) -> None:
     result = stack.sh(f'echo x > "{stack.tools}/new" || echo x > "{stack.profile_path("x")}"\n')
     assert result.exit_code != 0
     assert not (stack.tools / "new").exists()
+
+
+def test_a_profile_opening_ollies_configuration_is_refused_before_the_tool_runs(
+    stack: Stack,
+) -> None:
+    # Containment II, finding 5: with rw on {XDG_CONFIG_HOME} this tool wrote a tool and
+    # an allow rule into Ollie's configuration, which then ran unsandboxed, no dialog.
+    data = yaml.safe_load(SHIPPED_PROFILE.read_text())
+    data["filesystem"]["rw"] = ["{CWD}", "{TMPDIR}", "{XDG_CONFIG_HOME}"]
+    stack.write_profile("open", yaml.safe_dump(data))
+    planted = stack.root / "config" / "ollie" / "tools" / "planted.meta"
+    script = f'mkdir -p "{planted.parent}" && echo {{}} > "{planted}"\necho ran > ran\n'
+    with pytest.raises(ProfileError) as caught:
+        stack.sh(script, profile="open")
+    line = next(
+        n
+        for n, text in enumerate(stack.profile_path("open").read_text().splitlines(), 1)
+        if "{XDG_CONFIG_HOME}" in text
+    )
+    assert f"'{{XDG_CONFIG_HOME}}' (filesystem.rw, line {line}, {stack.root / 'config'})" in str(
+        caught.value
+    )
+    assert f"Ollie's configuration directory ({stack.root / 'config' / 'ollie'})" in str(
+        caught.value
+    )
+    assert not planted.exists()
+    assert not (stack.cwd / "ran").exists()
+
+
+def test_a_working_directory_holding_ollies_installation_is_refused(stack: Stack) -> None:
+    # The checkout's .venv is sys.prefix here: a .pth planted there runs in the next
+    # ollie-tools with the user's full rights.
+    prefix = Path(sys.prefix).resolve()
+    stack.tool("probe", "#!/bin/sh\ncat >/dev/null\ntouch ran\n")
+    registry = RegistryLoader([stack.tools], stack.env).load()
+    dispatcher = Dispatcher(registry=lambda: registry, env=stack.env)
+    for cwd in (prefix.parent, prefix / "lib"):
+        with pytest.raises(UnsafeWorkingDirectoryError) as caught:
+            dispatcher.call("probe", {}, CallOptions(cwd=str(cwd)))
+        assert f"Ollie's Python installation (sys.prefix) ({prefix})" in caught.value.reason
+        assert not (cwd / "ran").exists()
 
 
 def test_can_write_in_its_cwd_and_its_private_tmpdir(stack: Stack) -> None:

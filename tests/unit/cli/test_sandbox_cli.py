@@ -6,6 +6,7 @@ import io
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,47 @@ def test_it_says_when_calls_from_this_directory_are_refused(
     assert code == 0
     assert "Working directory: REFUSED here: refusing to run a sandboxed tool in" in out
     assert "your home directory" in out
+
+
+def check(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(["sandbox", "check", *argv], out=out)
+    return code, out.getvalue()
+
+
+def test_check_passes_the_default_profile_in_a_project_directory(root: Path) -> None:
+    code, out = check()
+    assert code == 0
+    assert out.endswith(f"ok: calls from {root / 'work'} may run with it\n")
+
+
+def test_check_refuses_a_profile_opening_ollies_configuration(root: Path) -> None:
+    path = write_profile(
+        root, "open", 'filesystem:\n  rw:\n    - "{CWD}"\n    - "{XDG_CONFIG_HOME}"\n'
+    )
+    code, out = check("--profile", "open")
+    assert code == 1
+    assert out == (
+        f"REFUSED: {path}: sandbox profile 'open' grants rw on '{{XDG_CONFIG_HOME}}'"
+        f" (filesystem.rw, line 4, {root / 'config'}), which is above Ollie's configuration"
+        f" directory ({root / 'config' / 'ollie'}): a tool could change Ollie's own"
+        " configuration, state or installation, and what it writes there runs outside the"
+        " sandbox. Remove or narrow that rule.\n"
+    )
+    # sandbox show still describes it, and says so.
+    code, out = show("--profile", "open")
+    assert code == 0
+    assert "Profile: REFUSED: " in out and "filesystem.rw, line 4" in out
+    code, out = show("--profile", "open", "--json")
+    assert "filesystem.rw, line 4" in json.loads(out)["refused"]
+    assert json.loads(show("--json")[1])["refused"] is None
+
+
+def test_check_refuses_a_working_directory_holding_ollies_installation(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(os.path.dirname(os.path.realpath(sys.prefix)))
+    code, out = check()
+    assert code == 1
+    assert "\nREFUSED: refusing to run a sandboxed tool in " in out  # after the install note
+    assert "Ollie's Python installation (sys.prefix)" in out

@@ -47,7 +47,17 @@ def test_dangerous_directories_are_refused(
 
 def test_a_project_directory_is_fine(env: dict[str, str], tmp_path: Path) -> None:
     check_working_directory(env["HOME"] + "/project", env, [tmp_path / "tools"])
-    check_working_directory(str(tmp_path / "run" / "ollie" / "sub"), env, [])
+    # A subdirectory of a socket directory configured elsewhere is harmless ...
+    sockets = tmp_path / "sockets"
+    elsewhere = {**env, "OLLIE_ELEVATE_SOCKET": str(sockets / "b.sock")}
+    check_working_directory(str(sockets / "sub"), elsewhere, [])
+
+
+def test_inside_ollies_runtime_directory_is_refused(env: dict[str, str], tmp_path: Path) -> None:
+    # ... but the default one is Ollie's runtime directory (MCP token, ollie-remote's sockets).
+    with pytest.raises(UnsafeWorkingDirectoryError) as caught:
+        check_working_directory(str(tmp_path / "run" / "ollie" / "sub"), env, [])
+    assert caught.value.reason == f"inside Ollie's runtime directory ({tmp_path / 'run' / 'ollie'})"
 
 
 def test_a_symlink_to_home_is_refused(env: dict[str, str], tmp_path: Path) -> None:
