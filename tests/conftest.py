@@ -166,3 +166,16 @@ def unprivileged() -> Callable[[Callable[[], None]], None]:
     """Runs an action where permissions apply: here when not root, else in a forked
     child that gave up root (uid and gid nobody); the test fails when it raises."""
     return _run_unprivileged
+
+
+@pytest.fixture(autouse=True)
+def _no_logind_runtime_dir_of_the_machine(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """In-process code never finds this machine's ``/run/user/<uid>``: whether a
+    login session (or a test's systemd --user) made one must not change a test's
+    paths.  tests/unit/test_paths_runtime.py points it at its own directory."""
+    from registry_core import paths
+
+    missing = tmp_path_factory.getbasetemp() / "no-run-user"
+    monkeypatch.setattr(paths, "SYSTEM_RUNTIME_ROOT", str(missing))

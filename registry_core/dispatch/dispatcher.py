@@ -63,6 +63,7 @@ from registry_core.sandbox.contain import contain, find_bwrap, missing_bwrap_gap
 from registry_core.sandbox.guard import guard_broker_socket
 from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, stopped_by_limit
 from registry_core.sandbox.mounts import TMP
+from registry_core.sandbox.pinning import PinnedDirectory, pinned, same_directory
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.protected import refuse_protected_rules
 from registry_core.sandbox.workdir import check_working_directory
@@ -265,8 +266,14 @@ class Dispatcher:
             return self._run_sudo(tool, executable, args, stdin, extra, options)
         if tool.elevated or options.elevated:
             return self._run_elevated(tool, executable, args, stdin, extra, options)
-        check_working_directory(cwd, self.env, registry.dirs)
-        return self._run_sandboxed(tool, executable, stdin, extra, options, registry.dirs)
+        # Opened once, without following a symlink: every later decision is about
+        # this directory, whatever its path names by then (finding 4).
+        with pinned(cwd) as workdir:
+            check_working_directory(workdir.path, self.env, registry.dirs, resolved=True)
+            extra["PWD"] = workdir.path
+            return self._run_sandboxed(
+                tool, executable, stdin, extra, options, registry.dirs, workdir
+            )
 
     def _finish(
         self,
@@ -310,9 +317,10 @@ class Dispatcher:
         stdin: bytes,
         extra: dict[str, str],
         options: CallOptions,
-        tools_dirs: Sequence[str | Path] = (),
+        tools_dirs: Sequence[str | Path],
+        workdir: PinnedDirectory,
     ) -> CallResult:
-        cwd = extra["PWD"]
+        cwd = workdir.path
         bwrap = self.bwrap()
         template_env = {**self.env, **extra}
         if bwrap is not None:
@@ -343,6 +351,7 @@ class Dispatcher:
             def preexec() -> None:
                 sandbox.preexec()
                 set_rlimits(limits)
+                same_directory(workdir)  # subprocess changed into cwd by its path
 
             result = _spawn(argv, stdin, env, cwd, options, preexec=preexec)
             unenforced = (_NO_NAMESPACES, *sandbox.report.unenforced)
@@ -369,6 +378,7 @@ class Dispatcher:
             abi=abi,
             limits=limits,
             filter_cache=paths.cache_home(self.env) / "ollie",
+            workdir=workdir,
         )
         try:
             result = _spawn(launch.argv, stdin, env, cwd, options, pass_fds=launch.pass_fds)

@@ -130,9 +130,16 @@ def _refusal(rules: EffectiveRules, abi: int, fatal: list[Gap]) -> LandlockUnava
 
 
 def prepare(
-    rules: EffectiveRules, abi: int | None = None, *, namespaces: bool = False
+    rules: EffectiveRules,
+    abi: int | None = None,
+    *,
+    namespaces: bool = False,
+    opened: Mapping[str, int] | None = None,
 ) -> PreparedSandbox:
     """Build the Landlock ruleset for ``rules`` (``abi``: detected when ``None``).
+
+    ``opened``: descriptors of rule paths held by the caller (the pinned working
+    directory and paths inside it), used instead of resolving those paths again.
 
     The returned sandbox owns a file descriptor: close it (or let a
     :class:`SandboxCache` own it).  Its ``report`` lists skipped paths and gaps.
@@ -158,7 +165,8 @@ def prepare(
     with builder:
         try:
             for rule in rules.paths:
-                builder.add_path(rule.path, ACCESS_RIGHTS[rule.access])
+                fd = None if opened is None else opened.get(rule.path)
+                builder.add_path(rule.path, ACCESS_RIGHTS[rule.access], opened=fd)
             if rules.network.mode is NetworkMode.RESTRICTED and builder.handled_net:
                 for port in rules.network.bind_tcp:
                     builder.add_port(port, NetAccess.BIND_TCP)

@@ -35,8 +35,9 @@ from registry_core.sandbox.apply import ACCESS_RIGHTS, prepare
 from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.limits import CallLimits
 from registry_core.sandbox.mounts import View, plan_view
+from registry_core.sandbox.pinning import OpenedPaths, PinnedDirectory
 from registry_core.sandbox.profile import NetworkMode
-from registry_core.sandbox.report import Gap
+from registry_core.sandbox.report import Gap, SkippedPath
 from registry_core.sandbox.rules import EffectiveRules
 from registry_core.trusted import SYSTEM_DIRS, find_trusted
 
@@ -181,10 +182,12 @@ class Launch:
         _status_read: int,
         _status_write: int,
         _filter: int = -1,
+        _opened: OpenedPaths | None = None,
     ) -> None:
         self.argv = argv
         self.pass_fds = pass_fds
         self._filter = _filter
+        self._opened = _opened
         self.sandbox = sandbox
         self.view = view
         self.private_tmp = private_tmp
@@ -212,6 +215,8 @@ class Launch:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self.sandbox.close()
+        if self._opened is not None:
+            self._opened.close()
         remove_tree(self.private_tmp)
 
 
@@ -254,11 +259,14 @@ def contain(
     abi: int | None = None,
     limits: CallLimits | None = None,
     filter_cache: Path | None = None,
+    workdir: PinnedDirectory | None = None,
 ) -> Launch:
     """Prepare the contained launch of ``executable`` under ``rules``.
 
     ``limits``: the call's rlimits, set by the exec step inside the user namespace.
     ``filter_cache``: where compiled seccomp programs are remembered (Ollie's cache).
+    ``workdir``: the pinned working directory (``cwd`` is its path; the caller
+    closes it): bound and granted by descriptor, checked again inside.
     """
     program = _filter_program(rules, filter_cache)
     private_tmp = make_private_tmp(private_tmp_base)
@@ -266,6 +274,9 @@ def contain(
     options = [f"keyctl={seccomp.keyctl_number()}"]
     if limits is not None:
         options.append(limits.exec_step_options())
+    opened = None if workdir is None else OpenedPaths(workdir, [r.path for r in rules.paths])
+    if workdir is not None:
+        options.append(f"cwd={workdir.identity}")
     step[-1] = ",".join(options)
     try:
         view = plan_view(
@@ -274,13 +285,22 @@ def contain(
             private_tmp=private_tmp,
             broker_socket=broker_socket,
             helper_paths=needs,
+            opened=opened,
         )
-        sandbox = prepare(rules._replace(paths=view.landlock), abi, namespaces=True)
+        fds = None if opened is None else opened.fds
+        sandbox = prepare(rules._replace(paths=view.landlock), abi, namespaces=True, opened=fds)
+        report = sandbox.report
         if program is None:
             gap = seccomp.missing_filter_gap(seccomp.unavailable_reason() or "no filter")
-            sandbox.report = sandbox.report._replace(gaps=(gap, *sandbox.report.gaps))
+            report = report._replace(gaps=(gap, *report.gaps))
+        if opened is not None and opened.refused:
+            links = tuple(SkippedPath(p, _NOT_FOLLOWED) for p in opened.refused)
+            report = report._replace(skipped=(*report.skipped, *links))
+        sandbox.report = report
     except BaseException:
         remove_tree(private_tmp)
+        if opened is not None:
+            opened.close()
         raise
     status_read, status_write = os.pipe2(os.O_CLOEXEC)
     ruleset = sandbox.fd if sandbox.fd is not None else -1
@@ -302,10 +322,17 @@ def contain(
         *_proc_arguments(view, sandbox),
         executable,
     ]
-    fds = (*step_fds, status_write, *(() if ruleset < 0 else (ruleset,)))
+    passed = (*step_fds, status_write, *(() if ruleset < 0 else (ruleset,)))
     if filter_fd >= 0:
-        fds = (*fds, filter_fd)
-    return Launch(argv, fds, sandbox, view, private_tmp, status_read, status_write, filter_fd)
+        passed = (*passed, filter_fd)
+    if opened is not None:
+        passed = (*passed, *opened.fds.values())
+    return Launch(
+        argv, passed, sandbox, view, private_tmp, status_read, status_write, filter_fd, opened
+    )
+
+
+_NOT_FOLLOWED = "inside the working directory and not a plain path (a symlink is not followed)"
 
 
 def _filter_program(rules: EffectiveRules, cache: Path | None) -> bytes | None:

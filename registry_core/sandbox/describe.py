@@ -12,11 +12,13 @@ import stat
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from registry_core.errors import SandboxError
 from registry_core.sandbox import landlock, seccomp
 from registry_core.sandbox.apply import ACCESS_RIGHTS, gaps
 from registry_core.sandbox.contain import missing_bwrap_gap
 from registry_core.sandbox.limits import call_limits, format_size
 from registry_core.sandbox.mounts import plan_view, view_rows
+from registry_core.sandbox.pinning import OpenedPaths, pin_directory
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
@@ -43,7 +45,20 @@ def _namespaces(
     unshared = ["user", "mount", "pid", "ipc", "uts", "cgroup"]
     if rules.network.mode is NetworkMode.DENY:
         unshared.append("net")
-    view = plan_view(rules, cwd=cwd, private_tmp=_PRIVATE_TMP, broker_socket=socket)
+    try:
+        workdir = pin_directory(cwd)
+    except SandboxError:  # a missing directory: the plan by path, as a call would fail
+        view = plan_view(rules, cwd=cwd, private_tmp=_PRIVATE_TMP, broker_socket=socket)
+    else:
+        # What a call gets: the working directory and the paths inside it by descriptor.
+        opened = OpenedPaths(workdir, [rule.path for rule in rules.paths])
+        try:
+            view = plan_view(
+                rules, cwd=cwd, private_tmp=_PRIVATE_TMP, broker_socket=socket, opened=opened
+            )
+        finally:
+            opened.close()
+            os.close(workdir.fd)
     return {
         "builder": bwrap,
         "enforced": bwrap is not None,

@@ -20,7 +20,9 @@ so the tool ends by ``SIGXCPU``) first thing: here, inside bwrap's fresh user
 namespace, the kernel counts ``RLIMIT_NPROC`` against the tasks of this
 namespace only, not every process the person runs.  ``keyctl`` (that system
 call's number) makes the step join a new anonymous session keyring, so the
-tool never possesses the dispatcher's.
+tool never possesses the dispatcher's.  ``cwd`` (``DEVICE:INODE``) is the
+working directory the dispatcher pinned: the step refuses to run the tool
+anywhere else.
 
 This file is run by source (``-c``) under ``-I -S``: it imports only the
 standard library and nothing of ``registry_core``.
@@ -49,7 +51,7 @@ def _call(libc: ctypes.CDLL, number: int, *args: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
-_OPTION_KEYS: frozenset[str] = frozenset({"nproc", "data", "cpu", "keyctl"})
+_OPTION_KEYS: frozenset[str] = frozenset({"nproc", "data", "cpu", "keyctl", "cwd"})
 _JOIN_SESSION_KEYRING = 1
 _ENOSYS = 38
 _RLIMITS = {
@@ -100,6 +102,19 @@ def fresh_keyring(libc: ctypes.CDLL, options: dict[str, str]) -> None:
             raise
 
 
+def check_cwd(options: dict[str, str]) -> None:
+    """``cwd=DEVICE:INODE``: the working directory bwrap chdir'ed into must be the
+    directory the dispatcher pinned, not whatever its path names now."""
+    if "cwd" not in options:
+        return
+    here = os.stat(".")
+    if f"{here.st_dev}:{here.st_ino}" != options["cwd"]:
+        raise ValueError(
+            f"the working directory is not the one that was checked "
+            f"({here.st_dev}:{here.st_ino}, expected {options['cwd']})"
+        )
+
+
 def main(argv: list[str]) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -107,6 +122,7 @@ def main(argv: list[str]) -> None:
         options = parse_options(argv[1])
         set_limits(options)
         fresh_keyring(libc, options)
+        check_cwd(options)
         status, ruleset, count = int(argv[2]), int(argv[3]), int(argv[4])
         rules, tool = argv[5 : 5 + 2 * count], argv[5 + 2 * count :]
         if libc.prctl(_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

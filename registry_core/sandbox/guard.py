@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from registry_core import paths
-from registry_core.errors import BrokerSocketExposedError
+from registry_core.errors import BrokerSocketExposedError, SandboxError
 from registry_core.sandbox.profile import Access
 from registry_core.sandbox.rules import EffectiveRules, PathRule
 
@@ -45,7 +45,11 @@ def exposing_rule(
     for rule in rules.paths:
         if rule.access not in _WRITABLE or rule.path in private:
             continue
-        if _covers(os.path.realpath(rule.path), directory):
+        try:
+            real = os.path.realpath(rule.path)
+        except OSError as exc:  # a path inside the working directory changing under us
+            raise SandboxError(f"cannot resolve {rule.path} of {rules.source}: {exc}") from exc
+        if _covers(real, directory):
             return rule
     return None
 

@@ -317,16 +317,20 @@ class RulesetBuilder:
             raise OSError(errno.EBADF, "ruleset builder already finished or closed")
         return self._fd
 
-    def add_path(self, path: str, access: FsAccess) -> FsAccess | None:
+    def add_path(
+        self, path: str, access: FsAccess, *, opened: int | None = None
+    ) -> FsAccess | None:
         """Allow ``access`` beneath ``path``; returns the rights actually granted.
 
         Rights are masked to the handled set, and to file rights when ``path``
         is not a directory.  A path that cannot be opened (missing, no
         permission, ...) is recorded in ``skipped`` and ``None`` is returned.
+        ``opened``: a descriptor of ``path`` held by the caller (the pinned
+        working directory): the rule is added on it, ``path`` is not resolved.
         """
         ruleset = self._ruleset_fd()
         try:
-            path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC) if opened is None else opened
         except OSError as exc:
             reason = "does not exist" if exc.errno == errno.ENOENT else exc.strerror
             self._skipped.append(SkippedPath(path, reason or str(exc)))
@@ -344,7 +348,8 @@ class RulesetBuilder:
             )
             return granted
         finally:
-            os.close(path_fd)
+            if opened is None:
+                os.close(path_fd)
 
     def add_port(self, port: int, access: NetAccess) -> None:
         """Allow ``access`` (bind and/or connect) on TCP ``port``."""

@@ -32,6 +32,7 @@ import stat
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from registry_core.sandbox.pinning import OpenedPaths
 from registry_core.sandbox.profile import Access
 from registry_core.sandbox.rules import EffectiveRules, PathRule
 
@@ -88,6 +89,11 @@ class _Planner:
         """Is ``path`` already in the view, at least as writable as asked?"""
         return any(beneath(path, root) and (w or not writable) for root, w in self.bound)
 
+    def bind_fd(self, fd: int, dest: str, writable: bool) -> None:
+        """Bind the directory or file held open as ``fd`` (never a path resolved again)."""
+        self.args += ["--bind-fd" if writable else "--ro-bind-fd", str(fd), dest]
+        self.bound.append((dest, writable))
+
     def bind(self, source: str, dest: str, writable: bool, device: bool = False) -> None:
         flag = "--dev-bind" if device else "--bind" if writable else "--ro-bind"
         self.args += [flag, source, dest]
@@ -140,11 +146,15 @@ def plan_view(
     private_tmp: str,
     broker_socket: str | None,
     helper_paths: Sequence[str] = (),
+    opened: OpenedPaths | None = None,
 ) -> View:
     """Plan the mounts (bubblewrap arguments) and Landlock rules of one call.
 
     A ``.git`` stays writable only where a ``rw``/``rwx`` rule names it
-    (``{CWD}/.git``): the profile's opt-in.
+    (``{CWD}/.git``): the profile's opt-in.  ``opened``: the pinned working
+    directory and the rule paths inside it (:mod:`.pinning`), bound by
+    descriptor; a rule path inside it that could not be opened without
+    following a symlink is left out of the view and of Landlock.
     """
     planner = _Planner()
     planner.args += ["--proc", PROC]
@@ -162,6 +172,14 @@ def plan_view(
         writable = rule.access in _WRITABLE
         if beneath(path, PROC):
             proc_rules.append(rule)
+            continue
+        if opened is not None and opened.inside(path):
+            fd = opened.fds.get(path)
+            if fd is None:
+                continue  # a symlink (or nothing) inside the working directory
+            landlock.append(rule)
+            if not planner.covered(path, writable):
+                planner.bind_fd(fd, path, writable)
             continue
         host = _host(path, private_tmp)
         if not _lexists(host):
@@ -195,16 +213,29 @@ def plan_view(
     hidden: list[str] = []
     opted_in = {rule.path for rule in rules.paths if rule.access in _WRITABLE}
     for entry in _git_entries(cwd, planner):
-        if entry not in opted_in:
+        if entry in opted_in:
+            continue
+        if opened is not None and opened.inside(entry):
+            fd = opened.open(entry)
+            if fd is None:
+                continue  # became a symlink: not bound (bwrap would show its target)
+            planner.args += ["--ro-bind-fd", str(fd), entry]
+        else:
             planner.args += ["--ro-bind", entry, entry]
-            hidden.append(entry)
+        hidden.append(entry)
     if planner.covering(cwd) is None:
         planner.args += ["--dir", cwd]  # chdir works; its contents stay absent
     planner.args += ["--remount-ro", "/", "--chdir", cwd]
     return View(tuple(planner.args), tuple(landlock), tuple(proc_rules), tuple(hidden))
 
 
-_ROW_KINDS = {"--bind": "rw", "--ro-bind": "ro", "--dev-bind": "device"}
+_ROW_KINDS = {
+    "--bind": "rw",
+    "--ro-bind": "ro",
+    "--dev-bind": "device",
+    "--bind-fd": "rw",
+    "--ro-bind-fd": "ro",
+}
 
 
 def view_rows(args: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -216,7 +247,9 @@ def view_rows(args: Sequence[str]) -> list[tuple[str, str, str]]:
         if flag in _ROW_KINDS:
             source, dest = args[index + 1], args[index + 2]
             detail = "private, removed after the call" if dest == TMP else ""
-            if dest not in (source, TMP):
+            if flag.endswith("-fd"):
+                pass  # held open by the dispatcher: the path itself, pinned
+            elif dest not in (source, TMP):
                 detail = f"from {source}"
             rows.append((_ROW_KINDS[flag], dest, detail))
             index += 3

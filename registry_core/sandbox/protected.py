@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from registry_core import paths
-from registry_core.errors import ProtectedPathError
+from registry_core.errors import ProtectedPathError, SandboxError
 from registry_core.sandbox.profile import Access, SandboxProfile
 from registry_core.sandbox.rules import UnresolvedTemplateError, expand_path
 
@@ -181,7 +181,7 @@ def refuse_protected_rules(
     (refused there, with its own message, before this runs).
     """
     protected = protected_dirs(env, tools_dirs)
-    here = _real(cwd)
+    here = cwd  # the real path the working directory was pinned at (sandbox/pinning.py)
     for template, access, line in profile.filesystem.located():
         if access not in WRITABLE:
             continue
@@ -190,8 +190,13 @@ def refuse_protected_rules(
         except UnresolvedTemplateError:
             continue  # dropped with a warning by effective_rules: it grants nothing
         for path in expanded:
-            real = _real(path)
-            if path in private or real == here:
+            if path in private or path == here:
+                continue
+            try:
+                real = _real(path)
+            except OSError as exc:  # changing under us (inside the working directory)
+                raise SandboxError(f"cannot resolve {path} of {profile.source}: {exc}") from exc
+            if real == here:
                 continue
             found = overlap(real, protected)
             if found is not None:

@@ -30,10 +30,18 @@ def _real(path: str | Path) -> str:
 
 
 def check_working_directory(
-    cwd: str, env: Mapping[str, str], tools_dirs: Iterable[str | Path] = ()
+    cwd: str,
+    env: Mapping[str, str],
+    tools_dirs: Iterable[str | Path] = (),
+    *,
+    resolved: bool = False,
 ) -> None:
-    """Raise :class:`UnsafeWorkingDirectoryError` when ``cwd`` is dangerous to grant."""
-    real = _real(cwd)
+    """Raise :class:`UnsafeWorkingDirectoryError` when ``cwd`` is dangerous to grant.
+
+    ``resolved``: ``cwd`` is the real path a pinned directory was opened at
+    (:mod:`.pinning`); it is judged as is, never resolved again.
+    """
+    real = cwd if resolved else _real(cwd)
     home = _real(env.get("HOME") or Path.home())
     if real == "/":
         raise UnsafeWorkingDirectoryError(cwd, "the root directory")

@@ -404,3 +404,39 @@ def test_the_keyctl_option_gives_the_tool_a_new_anonymous_session_keyring() -> N
     # A failure other than ENOSYS fails closed: fstat(1, NULL) answers EFAULT.
     assert _keyring_seen("keyctl=5") == (125, "")
     assert _keyring_seen("keyctl=x")[0] == 125
+
+
+def test_the_cwd_option_refuses_any_directory_but_the_pinned_one(tmp_path: Path) -> None:
+    info = os.stat(tmp_path)
+
+    def run(options: str) -> subprocess.CompletedProcess[bytes]:
+        read, write = os.pipe()
+        try:
+            return subprocess.run(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-c",
+                    SOURCE,
+                    options,
+                    str(write),
+                    "-1",
+                    "0",
+                    "/bin/echo",
+                    "ran",
+                ],
+                capture_output=True,
+                check=False,
+                pass_fds=(write,),
+                cwd=tmp_path,
+            )
+        finally:
+            os.close(read)
+            os.close(write)
+
+    same = run(f"cwd={info.st_dev}:{info.st_ino}")
+    assert (same.returncode, same.stdout) == (0, b"ran\n")
+    other = run(f"cwd={info.st_dev}:{info.st_ino + 1}")
+    assert (other.returncode, other.stdout) == (125, b"")
+    assert b"not the one that was checked" in other.stderr
