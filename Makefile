@@ -10,7 +10,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 USER_TOOLS := $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/ollie/tools
 
-.PHONY: run install test lint typecheck pytest bench screenshots clean
+.PHONY: run install test lint typecheck pytest bench screenshots clean mutate mutate-report
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -47,9 +47,9 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	@for b in bench/[!_]*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
-# Mutation testing of elevation/, sandbox/, dispatch/ and the approval dialog (slow:
+# Mutation testing of the broker, sandbox/, dispatch/ and the approval dialog (slow:
 # hours on two cores; not part of `make test`).  MUTANTS='glob' restricts the run,
-# e.g. MUTANTS='registry_core.elevation.grants*'.  Results: .venv/bin/mutmut results.
+# e.g. MUTANTS='registry_core.elevation.grants*'.  `make mutate-report`: the table.
 mutate: $(STAMP)
 	$(BIN)/pip install --quiet 'mutmut>=3.8.1'
 	QT_QPA_PLATFORM=offscreen $(BIN)/mutmut run --max-children $(or $(MUTATE_JOBS),2) $(MUTANTS)
@@ -59,6 +59,10 @@ mutate: $(STAMP)
 	  print("mutants:", s); print("kill rate (killed + timeout) / tested: %.1f%%" % \
 	  (100 * (s["killed"] + s["timeout"]) / max(done, 1)))'
 	$(BIN)/python scripts/mutate_report.py
+
+mutate-report: $(STAMP)
+	$(BIN)/pip install --quiet 'mutmut>=3.8.1'
+	$(BIN)/python scripts/mutate_report.py $(MODULES)
 
 clean:
 	rm -rf mutants $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

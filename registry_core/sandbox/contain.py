@@ -150,8 +150,7 @@ def remove_tree(path: str) -> None:
     # Bottom-up through directory descriptors (``os.fwalk`` never follows a symlink),
     # skipping what cannot be removed, as ``shutil.rmtree(ignore_errors=True)`` does,
     # without importing shutil on every call whose tool left a file behind.
-    # Not mutated: without ``path``, fwalk walks the current directory, and a mutation
-    # run lost its own files to it (docs/testing.md has this line's mutants by hand).
+    # Not mutated: a mutant without ``path`` walks the current directory and deletes it.
     with contextlib.suppress(OSError):
         for _, dirs, files, fd in os.fwalk(path, topdown=False):  # pragma: no mutate
             for name in files:

@@ -5,8 +5,7 @@ The rules it adds and the restriction it applies are checked with real
 Landlock on this kernel.
 
 mutmut rewrites the module into one that imports mutmut, which ``-I -S``
-cannot; its mutants are checked by hand (docs/testing.md), so these tests
-skip on a rewritten copy.
+cannot, so these tests skip on a rewritten copy.
 """
 
 from __future__ import annotations
