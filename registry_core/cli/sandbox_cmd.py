@@ -52,13 +52,19 @@ def cmd_sandbox_show(args: argparse.Namespace, env: dict[str, str], out: TextIO)
     from registry_core.sandbox.contain import find_bwrap
     from registry_core.sandbox.describe import describe, format_text
     from registry_core.sandbox.mounts import TMP
+    from registry_core.sandbox.scope import find_scope
 
     profile = load_profile(env, args.profile)
     bwrap = find_bwrap(env)
     # With namespaces, {TMPDIR} is the call's private /tmp (as the dispatcher expands it).
     rules = effective_rules(profile, {**env, "TMPDIR": TMP} if bwrap else env, os.getcwd())
     info = describe(
-        rules, abi_version(), bwrap=bwrap, cwd=os.getcwd(), broker_socket=str(elevate_socket(env))
+        rules,
+        abi_version(),
+        bwrap=bwrap,
+        cwd=os.getcwd(),
+        broker_socket=str(elevate_socket(env)),
+        cgroup=find_scope(env) is not None,
     )
     refusals = _refusals(env, profile, bwrap)
     info["working_directory"] = {"path": refusals["path"], "refused": refusals["refused"]}

@@ -38,6 +38,7 @@ from registry_core.errors import (
     ElevationDeniedError,
     ExecutableChangedError,
     ExecutableError,
+    SandboxError,
     ToolChangedError,
 )
 from registry_core.pinned import CHANGED_MARK, EXIT_CHANGED, approved_argv, clean_env
@@ -59,13 +60,26 @@ from registry_core.sandbox import (
     sandbox_env,
     with_command,
 )
-from registry_core.sandbox.contain import contain, find_bwrap, missing_bwrap_gap, unavailable_error
+from registry_core.sandbox.contain import (
+    Launch,
+    contain,
+    find_bwrap,
+    missing_bwrap_gap,
+    unavailable_error,
+)
 from registry_core.sandbox.guard import guard_broker_socket
 from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, stopped_by_limit
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.pinning import PinnedDirectory, pinned, same_directory
 from registry_core.sandbox.profile import MAX_PROFILE_BYTES
 from registry_core.sandbox.protected import refuse_protected_rules
+from registry_core.sandbox.scope import (
+    Scope,
+    find_scope,
+    scope_not_created,
+    scoped_command,
+    unscoped_note,
+)
 from registry_core.sandbox.workdir import check_working_directory
 from registry_core.trusted import trusted_program
 
@@ -199,6 +213,8 @@ class Dispatcher:
     sudo program; ``None``: the trusted one of a system directory, never ``PATH``).
     ``python`` is the interpreter of the pinned exec of elevated and sudo tools
     (:mod:`registry_core.pinned`; ``None``: the trusted system ``python3``).
+    ``find_scope`` finds the session's systemd user manager, looked up for each
+    call (:mod:`registry_core.sandbox.scope`; ``None``: rlimits only).
     """
 
     def __init__(
@@ -210,12 +226,14 @@ class Dispatcher:
         find_bwrap: Callable[[Mapping[str, str]], str | None] = find_bwrap,
         sudo: str | None = None,
         python: str | None = None,
+        find_scope: Callable[[Mapping[str, str]], Scope | None] = find_scope,
     ) -> None:
         self.registry = registry
         self.env: Mapping[str, str] = dict(os.environ) if env is None else env
         self.gate: ElevationGate = RefusingGate() if gate is None else gate
         self.askpass = askpass
         self.find_bwrap = find_bwrap
+        self.find_scope = find_scope
         self.sudo = sudo
         self.python = python
         self._cache = SandboxCache()
@@ -282,12 +300,13 @@ class Dispatcher:
         result: ProcessResult,
         options: CallOptions,
         limits: CallLimits | None = None,
+        scoped: bool = False,
         **flags: Any,
     ) -> CallResult:
         # The marker names the limit that actually applied (CallOptions.limit).
         stdout = decode(result.stdout, result.stdout_dropped, options.limit)
         stderr = decode(result.stderr, result.stderr_dropped, options.limit)
-        note = None if limits is None else stopped_by_limit(result.exit_code, limits)
+        note = None if limits is None else stopped_by_limit(result.exit_code, limits, scoped=scoped)
         if note is not None and not result.timed_out:
             stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + note
         if result.timed_out:
@@ -368,32 +387,40 @@ class Dispatcher:
         if "TMPDIR" in env:
             env["TMPDIR"] = TMP
         limits = call_limits(rules.limits, options.timeout)
-        launch = contain(
-            rules,
-            bwrap=bwrap,
-            executable=executable,
-            cwd=cwd,
-            private_tmp_base=paths.sandbox_tmp_base(self.env),
-            broker_socket=extra["OLLIE_ELEVATE_SOCKET"],
-            abi=abi,
-            limits=limits,
-            filter_cache=paths.cache_home(self.env) / "ollie",
-            workdir=workdir,
-        )
-        try:
-            result = _spawn(launch.argv, stdin, env, cwd, options, pass_fds=launch.pass_fds)
-            if not result.timed_out:
-                launch.check(result.stderr)
-        finally:
-            launch.close()
+        scope = self.find_scope(self.env)
+        unscoped: tuple[str, ...] = ()
+        while True:
+            launch = contain(
+                rules,
+                bwrap=bwrap,
+                executable=executable,
+                cwd=cwd,
+                private_tmp_base=paths.sandbox_tmp_base(self.env),
+                broker_socket=extra["OLLIE_ELEVATE_SOCKET"],
+                abi=abi,
+                limits=limits,
+                filter_cache=paths.cache_home(self.env) / "ollie",
+                workdir=workdir,
+            )
+            try:
+                outcome = _run_launch(launch, scope, limits, stdin, env, cwd, options)
+            finally:
+                launch.close()
+            if isinstance(outcome, str):
+                # systemd-run made no scope and the tool never ran: run it without (rlimits hold).
+                scope, unscoped = None, (unscoped_note(outcome),)
+                continue
+            result = outcome
+            break
         return self._finish(
             tool,
             argv,
             result,
             options,
             limits,
+            scoped=scope is not None,
             sandboxed=launch.sandbox.enforcing,
-            unenforced=launch.sandbox.report.unenforced,
+            unenforced=(*launch.sandbox.report.unenforced, *unscoped),
         )
 
     def _uncontained(self, rules: EffectiveRules) -> PreparedSandbox:
@@ -473,6 +500,35 @@ def _check_pinned(tool: Tool, result: ProcessResult) -> None:
     first = result.stderr.split(b"\n", 1)[0].decode("utf-8", "replace")
     if first.startswith(CHANGED_MARK):
         raise ExecutableChangedError(tool.name, first.removeprefix(CHANGED_MARK))
+
+
+def _run_launch(
+    launch: Launch,
+    scope: Scope | None,
+    limits: CallLimits,
+    stdin: bytes,
+    env: Mapping[str, str],
+    cwd: str,
+    options: CallOptions,
+) -> ProcessResult | str:
+    """Run ``launch``, in a cgroup scope when ``scope`` is given.
+
+    Returns systemd-run's reason instead of a result when it could not create
+    the scope (the sandbox never started, so the tool did not run).
+    """
+    command, command_env = launch.argv, env
+    if scope is not None:
+        command, command_env = scoped_command(scope, launch.argv, env, limits)
+    result = _spawn(command, stdin, command_env, cwd, options, pass_fds=launch.pass_fds)
+    if not result.timed_out:
+        try:
+            launch.check(result.stderr)
+        except SandboxError:
+            reason = None if scope is None else scope_not_created(result.exit_code, result.stderr)
+            if reason is None:
+                raise
+            return reason
+    return result
 
 
 def _spawn(

@@ -22,6 +22,7 @@ from registry_core.sandbox.pinning import OpenedPaths, pin_directory
 from registry_core.sandbox.profile import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
+from registry_core.sandbox.scope import ENFORCED_BY as SCOPE_ENFORCED_BY
 
 
 def _kind(path: str) -> str:
@@ -76,6 +77,12 @@ def _missing_filter(bwrap: str | None) -> tuple[Gap, ...]:
     return () if missing is None else (seccomp.missing_filter_gap(missing),)
 
 
+def _limits_enforced_by(namespaces: bool, cgroup: bool) -> str:
+    if not namespaces:  # the Landlock-only path: no exec step, no scope
+        return "rlimits (memory and cpu only)"
+    return SCOPE_ENFORCED_BY if cgroup else "rlimits"
+
+
 def describe(
     rules: EffectiveRules,
     abi: int | None = None,
@@ -83,11 +90,14 @@ def describe(
     bwrap: str | None = None,
     cwd: str | None = None,
     broker_socket: str | None = None,
+    cgroup: bool = False,
 ) -> dict[str, Any]:
     """JSON-able description of ``rules`` on a kernel of ``abi`` (detected if ``None``).
 
     ``bwrap`` is the namespace builder (``None``: not installed); ``cwd`` and
-    ``broker_socket`` complete the mount view a call would get.
+    ``broker_socket`` complete the mount view a call would get; ``cgroup``:
+    the session has a systemd user manager, so each call runs in a scope
+    (:mod:`.scope`).
     """
     if abi is None:
         abi = landlock.abi_version()
@@ -130,12 +140,12 @@ def describe(
         "env_set": [name for name, _value in rules.env_values],
         # Applied to the command of each call (the tool's executable).
         "advanced": {"ldd": rules.ldd, "add_exec": rules.add_exec},
-        # Per-call rlimits; cpu None: from each call's timeout (sandbox.limits).
+        # Per-call bounds; cpu None: from each call's timeout (sandbox.limits).
         "limits": {
             "tasks": call_limits(rules.limits, 0).tasks,
             "memory": call_limits(rules.limits, 0).memory,
             "cpu": rules.limits.cpu,
-            "enforced_by": "rlimits" if bwrap else "rlimits (memory and cpu only)",
+            "enforced_by": _limits_enforced_by(bwrap is not None, cgroup),
         },
         "namespaces": _namespaces(rules, bwrap, cwd or os.getcwd(), broker_socket),
         # What the call's seccomp filter refuses (loaded by bwrap).
@@ -233,11 +243,14 @@ def format_text(description: Mapping[str, Any]) -> str:
     lines += _section(f"System calls ({state})", [(what,) for what in calls["refused"]])
     bounds = description["limits"]
     cpu = bounds["cpu"]
+    memory = f"{format_size(bounds['memory'])} data per process"
+    if bounds["enforced_by"] == SCOPE_ENFORCED_BY:
+        memory += f", {format_size(bounds['memory'])} for the whole call"
     lines += _section(
         f"Limits per call ({bounds['enforced_by']})",
         [
             ("tasks", str(bounds["tasks"])),
-            ("memory", f"{format_size(bounds['memory'])} data per process"),
+            ("memory", memory),
             ("cpu", f"{cpu} s per process" if cpu else "call timeout x CPUs, per process"),
         ],
     )

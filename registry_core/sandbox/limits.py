@@ -22,8 +22,10 @@ address-space limit would kill at start.  The CPU default is the call's
 timeout times the machine's CPUs: it never ends a call the wall-clock
 timeout would have let finish, while a profile can set it lower.
 
-Enforcement is by rlimits the exec step sets inside the sandbox (see
-docs/security.md for what that bounds and what it does not).
+Enforcement is by rlimits the exec step sets inside the sandbox, and where
+the session has a systemd user manager also by a transient cgroup around the
+whole call (:mod:`.scope`: ``tasks`` and ``memory`` for the call as a whole);
+docs/security.md says what that bounds and what it does not.
 """
 
 from __future__ import annotations
@@ -123,14 +125,22 @@ def set_rlimits(limits: CallLimits) -> None:
         resource.setrlimit(which, (bound, bound + grace))
 
 
-def stopped_by_limit(exit_code: int, limits: CallLimits) -> str | None:
+def stopped_by_limit(exit_code: int, limits: CallLimits, *, scoped: bool = False) -> str | None:
     """The line that tells the person a call ended at its CPU limit, if it did.
 
     ``SIGXCPU`` is only ever sent for ``RLIMIT_CPU``; bwrap and shells report
     it as ``128 + SIGXCPU``, a direct child as ``-SIGXCPU``.  A fork refused
     at ``tasks`` (``EAGAIN``) or an allocation refused at ``memory``
-    (``ENOMEM``) is the tool's own error, which it reports itself.
+    (``ENOMEM``) is the tool's own error, which it reports itself.  In a
+    cgroup scope (``scoped``) the kernel's OOM killer ends the call with
+    ``SIGKILL`` when the whole call reaches ``memory``; a ``SIGKILL`` there
+    is named as most likely that (the tool may have been killed otherwise).
     """
     if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
         return f"stopped by the CPU time limit (limits.cpu: {limits.cpu} s per process)"
+    if scoped and exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        return (
+            "killed (SIGKILL), most likely by the memory limit of the call's cgroup"
+            f" (limits.memory: {format_size(limits.memory)} for the whole call)"
+        )
     return None

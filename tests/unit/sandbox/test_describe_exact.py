@@ -412,3 +412,21 @@ def test_a_rule_naming_tmp_is_the_calls_private_tmp_in_the_view(tmp_path: Path) 
         {"kind": "rw", "path": "/tmp", "detail": "private, removed after the call"},
         {"kind": "dir", "path": str(tmp_path), "detail": "empty (named by no rule)"},
     ]
+
+
+def test_with_a_user_manager_the_limits_are_the_cgroup_scopes_and_the_rlimits(
+    tmp_path: Path,
+) -> None:
+    rules = _rules(tmp_path)
+    data = describe(rules, 7, bwrap="/usr/bin/bwrap", cwd=str(tmp_path / "work"), cgroup=True)
+    assert data["limits"]["enforced_by"] == "cgroup (systemd scope) + rlimits"
+    text = format_text(data)
+    assert text.split("\nLimits per call ")[1].split("\n\n")[0] == (
+        "(cgroup (systemd scope) + rlimits):\n"
+        "  tasks   256\n"
+        "  memory  4G data per process, 4G for the whole call\n"
+        "  cpu     call timeout x CPUs, per process"
+    )
+    # Without namespaces no scope is used (the Landlock-only path runs the tool directly).
+    bare = describe(rules, 7, cwd=str(tmp_path / "work"), cgroup=True)
+    assert bare["limits"]["enforced_by"] == "rlimits (memory and cpu only)"
