@@ -4,6 +4,7 @@ When the session has a systemd user manager, a sandboxed call's bwrap is
 started as::
 
     systemd-run --user --scope --quiet --collect --unit=ollie-call-<random> \\
+        --description="ollie-tools sandboxed call" \\
         -p TasksMax=<tasks> -p MemoryMax=<memory> -p MemorySwapMax=0 -- bwrap ...
 
 ``--scope`` makes systemd-run ask the manager for a transient scope holding
@@ -37,6 +38,7 @@ from registry_core.trusted import find_trusted
 
 UNIT_PREFIX = "ollie-call-"
 ENFORCED_BY = "cgroup (systemd scope) + rlimits"
+DESCRIPTION = "ollie-tools sandboxed call"  # else the whole bwrap command line
 _NOT_CREATED = b"Failed to "  # how systemd-run's own errors start
 
 
@@ -98,6 +100,7 @@ def scoped_command(
         "--quiet",
         "--collect",
         f"--unit={unit or unit_name()}",
+        f"--description={DESCRIPTION}",
         "-p",
         f"TasksMax={limits.tasks}",
         "-p",

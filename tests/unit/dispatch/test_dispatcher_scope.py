@@ -54,7 +54,8 @@ def test_bwrap_is_started_in_a_scope_with_the_calls_bounds(stack: Stack) -> None
     given = log.read_text().splitlines()
     assert given[:4] == ["--user", "--scope", "--quiet", "--collect"]
     assert given[4].startswith("--unit=ollie-call-")
-    assert given[5:12] == [
+    assert given[5:13] == [
+        "--description=ollie-tools sandboxed call",
         "-p",
         "TasksMax=40",
         "-p",
@@ -63,7 +64,7 @@ def test_bwrap_is_started_in_a_scope_with_the_calls_bounds(stack: Stack) -> None
         "MemorySwapMax=0",
         "--",
     ]
-    assert given[12].endswith("bwrap")
+    assert given[13].endswith("bwrap")
     # systemd-run finds the manager; the tool's environment is as without a scope.
     assert f"XDG_RUNTIME_DIR={stack.root / 'manager'}" in given
     assert "XDG_RUNTIME_DIR" not in json.loads(result.stdout)["env"]

@@ -131,6 +131,7 @@ PREFIX = [
     "--quiet",
     "--collect",
     "--unit=ollie-call-0123",
+    "--description=ollie-tools sandboxed call",
     "-p",
     "TasksMax=64",
     "-p",
