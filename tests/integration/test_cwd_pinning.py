@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+import random
 import shutil
 import threading
 from collections.abc import Iterator
@@ -53,8 +54,11 @@ def swapper(stack: Stack) -> Iterator[threading.Event]:
     work, link = bytes(stack.cwd), bytes(decoy)
 
     def flip() -> None:
+        # Exchanges at random moments, a few per call: every step of a call (the
+        # check, the mount plan, bwrap's bind, the chdir) meets both states.
         while not stop.is_set():
             libc.syscall(_RENAMEAT2, _AT_FDCWD, work, _AT_FDCWD, link, _RENAME_EXCHANGE)
+            stop.wait(random.uniform(0, 0.004))
 
     thread = threading.Thread(target=flip, daemon=True)
     thread.start()
@@ -70,7 +74,7 @@ def test_a_working_directory_swapped_for_a_symlink_to_home_never_exposes_home(
 ) -> None:
     stack.tool("writer", WRITER)
     outcomes = {"ran": 0, "refused": 0}
-    for _ in range(60):
+    for _ in range(80):
         try:
             result = stack.call("writer", timeout=30)
         except OllieError:
