@@ -1,11 +1,14 @@
 """Check that a tool's ``args`` is itself a valid JSON Schema.
 
-``jsonschema``'s ``check_schema`` is exact but costs tens of microseconds per
-schema, more than reading and parsing the whole ``.meta``.  Tool schemas
-almost always use a handful of keywords, so :func:`fast_check` decides those
-directly (mirroring the Draft 2020-12 meta-schema rule for each keyword) and
-answers ``None`` for anything else, in which case the real validator decides.
-A property-based test keeps the two in agreement.
+:func:`schema_error` is exact: jsonschema's ``check_schema`` decides. Before
+it, :func:`fast_check` decides the keywords nearly every tool schema is made
+of (each by the Draft 2020-12 meta-schema's rule for it) and answers ``None``
+for anything else, which then goes to jsonschema.  It is kept for one
+user-visible figure: ``ollie-tools call`` of a tool that has an ``args``
+schema would otherwise import jsonschema on every call, measured at 1.7x the
+call's whole-process time (so far past its 3x budget over ``python -I`` +
+``bwrap``).  ``tests/unit/registry/test_schema.py`` holds it to jsonschema's
+answers.
 """
 
 from __future__ import annotations
@@ -16,9 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import jsonschema.protocols
-
-# jsonschema itself is imported only when needed (it costs ~100 ms of start-up):
-# the fast path decides almost every tool schema without it.
 
 _SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
 
@@ -107,12 +107,6 @@ _KEYWORDS: dict[str, Callable[[Any], bool | None]] = {
 }
 
 
-# The keywords almost every tool schema consists of are decided inline below (a
-# function call per keyword would cost more than the rest of loading a .meta);
-# the others go through _KEYWORDS.  Both paths implement the same rules.
-_TEXT_KEYWORDS = frozenset({"description", "title", "format", "$comment"})
-
-
 def fast_check(schema: Any) -> bool | None:
     """``True``/``False`` when the common-keyword rules decide, ``None`` when unsure."""
     if isinstance(schema, bool):
@@ -121,38 +115,6 @@ def fast_check(schema: Any) -> bool | None:
         return False
     result: bool | None = True
     for key, value in schema.items():
-        if key == "type" and isinstance(value, str):
-            if value not in _SIMPLE_TYPES:
-                return False
-            continue
-        if key in _TEXT_KEYWORDS:
-            if not isinstance(value, str):
-                return False
-            continue
-        if key == "properties" and isinstance(value, dict):
-            for sub in value.values():
-                if isinstance(sub, dict):
-                    # Most properties are {"type": ..., "description": ...}: decide those
-                    # here; anything else (in the same key order) goes to fast_check.
-                    for k, v in sub.items():
-                        if k == "type" and isinstance(v, str):
-                            if v not in _SIMPLE_TYPES:
-                                return False
-                        elif k in _TEXT_KEYWORDS:
-                            if not isinstance(v, str):
-                                return False
-                        else:
-                            break
-                    else:
-                        continue
-                    r = fast_check(sub)
-                    if r is False:
-                        return False
-                    if r is None:
-                        result = None
-                elif not isinstance(sub, bool):
-                    return False
-            continue
         rule = _KEYWORDS.get(key)
         if rule is None:
             return None

@@ -1,12 +1,14 @@
-"""What an agent's ``ollie-tools call`` imports (issue 19: start-up at the speed of a spawn).
+"""What an agent's ``ollie-tools call`` imports.
 
 A whole process runs ``ollie-tools call`` on a tool that leaves a file in its
 private ``/tmp`` and reports every module it loaded.  Modules only other
 commands need -- argparse (the plain call has its own parser), shutil and
 tempfile (their archive and random modules), dataclasses (and the inspect
-module it pulls in; the call path's records are named tuples), YAML, jsonschema, the sandbox
-description, the scan cache, sockets, asyncio, Qt -- must not be among them:
-each costs milliseconds on every call.  ``bench/cli.py`` measures the time.
+module it pulls in; the call path's records are named tuples), YAML (the
+profile's parse is remembered), jsonschema (the fast validator decides the
+common schemas), the sandbox description, the scan cache, sockets, asyncio,
+Qt -- must not be among them: each costs milliseconds on every call, and the
+call's budget (``bench/cli.py``: 3x ``python -I`` + ``bwrap``) has no room.
 """
 
 from __future__ import annotations
