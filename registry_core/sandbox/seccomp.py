@@ -47,8 +47,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import os
+import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -315,9 +315,13 @@ def _plausible(program: bytes) -> bool:
 
 
 def digest(rules: tuple[Rule, ...]) -> str:
-    """Names one plan on one architecture (the file name of its compiled program)."""
+    """Names one plan on one architecture (the file name of its compiled program).
+
+    A checksum, not a cryptographic hash: it only tells a handful of plans
+    apart in a directory of ours (``hashlib`` would cost a call 3 ms to load
+    OpenSSL)."""
     text = f"{os.uname().machine} {rules!r}".encode()
-    return hashlib.sha256(text).hexdigest()[:32]
+    return f"{zlib.crc32(text):08x}{len(text):x}"
 
 
 def program_for(rules: tuple[Rule, ...], cache: Path | None) -> bytes:
