@@ -156,6 +156,7 @@ class TomlTableEdit(Edit):
 
         doc = self._parse(text or "")
         section = doc.get(self.section)
+        appended = section is None
         if section is None:
             section = tomlkit.table(is_super_table=True)
             doc[self.section] = section
@@ -166,7 +167,14 @@ class TomlTableEdit(Edit):
             return text
         entry = tomlkit.table()
         for key, value in self.table.items():
-            entry[key] = value
+            if isinstance(value, dict):  # env = { ... }: one line, as Codex's docs write it
+                inline = tomlkit.inline_table()
+                inline.update(value)
+                entry[key] = inline
+            else:
+                entry[key] = value
+        if not appended:  # among other tables: keep a blank line before the next one
+            entry.add(tomlkit.nl())
         section[self.name] = entry
         return str(tomlkit.dumps(doc))
 
