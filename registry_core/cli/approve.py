@@ -132,6 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(argv: Sequence[str] | None, stdin: TextIO, out: TextIO, env: dict[str, str]) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] in ("install", "uninstall"):  # docs/agents/
+        from registry_core.wiring.cli import run_approve
+
+        return run_approve(argv, out, env)
     parser = build_parser()
     args = parser.parse_args(argv)
     if math.isnan(args.timeout):

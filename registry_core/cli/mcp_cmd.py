@@ -71,3 +71,6 @@ def register(sub: Any) -> None:
     )
     p.add_argument("--port", type=int, default=0, help="HTTP port (default: any free port)")
     p.set_defaults(func=cmd_mcp)
+    from registry_core.wiring.cli import register_mcp
+
+    register_mcp(p.add_subparsers(dest="mcp_action", metavar="install|uninstall"))
