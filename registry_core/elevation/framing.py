@@ -13,7 +13,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.messages import ErrorCode, MessageError
-from registry_core.elevation.protocol import load_frame, parse_reply, parse_request, plain_frame
+from registry_core.elevation.protocol import load_frame, parse_reply, parse_request
 
 M = TypeVar("M")
 M_co = TypeVar("M_co", covariant=True)
@@ -22,12 +22,7 @@ M_co = TypeVar("M_co", covariant=True)
 class Parser(Protocol[M_co]):
     """:func:`parse_request` or :func:`parse_reply`."""
 
-    def __call__(
-        self,
-        obj: Any,
-        *,
-        tree_checked: bool = False,  # pragma: no mutate (a Protocol's: never run)
-    ) -> M_co: ...
+    def __call__(self, obj: Any) -> M_co: ...
 
 
 class FrameDecoder(Generic[M]):
@@ -99,7 +94,7 @@ class FrameDecoder(Generic[M]):
         if not line or line.isspace():
             return None  # blank lines carry nothing; tolerated for nc/socat users
         try:
-            return self._parse(load_frame(line), tree_checked=plain_frame(line))
+            return self._parse(load_frame(line))
         except MessageError as error:
             return error
 

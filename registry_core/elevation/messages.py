@@ -169,50 +169,9 @@ def describe_value(value: Any) -> str:
 
 def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
     """Raise ``bad_request`` unless every value in ``obj`` is plain JSON, nests at most
-    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates).
+    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates); the
+    error names the offending field."""
 
-    Every frame in both directions passes here, so the common case is a quick
-    walk (:func:`_certainly_plain_json`); only a tree it cannot vouch for is
-    walked again with the paths that name the offending field.
-    """
-    if not _certainly_plain_json(obj):
-        _check_json_tree_naming_the_field(obj, request_id)
-
-
-def _certainly_plain_json(obj: Any) -> bool:
-    """True when ``obj`` is a dict of exact JSON types (finite floats, valid Unicode)
-    nesting at most :data:`MAX_DEPTH` deep; False when the full check must decide
-    (it then either finds the problem or, for JSON-like subclasses, accepts)."""
-    if type(obj) is not dict:
-        return False
-    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(obj, 1)]
-    while stack:
-        container, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return False
-        if type(container) is dict:
-            for key in container:
-                if type(key) is not str or (not key.isascii() and _SURROGATE_RE.search(key)):
-                    return False
-            values: Any = container.values()
-        else:
-            values = container
-        for value in values:
-            kind = type(value)
-            if kind is str:
-                if not value.isascii() and _SURROGATE_RE.search(value):  # isascii is O(1)
-                    return False
-            elif kind is dict or kind is list:
-                stack.append((value, depth + 1))
-            elif kind is float:
-                if not math.isfinite(value):
-                    return False
-            elif kind is not int and kind is not bool and value is not None:
-                return False
-    return True
-
-
-def _check_json_tree_naming_the_field(obj: JsonObject, request_id: RequestId | None) -> None:
     stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
     while stack:
         value, depth, path = stack.pop()
