@@ -55,7 +55,6 @@ from registry_core.elevation.audit_file import (
     lines_backwards,
 )
 from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
 from registry_core.elevation.prompter import Remember
@@ -77,7 +76,6 @@ _MAX_DEPTH = 16  # the protocol allows 64; an audit line keeps the outer levels
 _OWN_OBJECTS = ("requester", "action")  # objects of a fixed shape: every key is kept
 
 
-@quick_init
 @dataclass(frozen=True)
 class AuditRequester:
     """The requesting process, as the kernel and /proc reported it."""

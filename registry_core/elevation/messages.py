@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias, cast
 
 from registry_core.elevation import kinds
-from registry_core.elevation.frozen import quick_init
 from registry_core.errors import ProtocolError
 
 PROTOCOL_VERSION = 1
@@ -257,7 +256,6 @@ class PingRequest(_ToBroker):
     id: RequestId
 
 
-@quick_init
 @dataclass(frozen=True, kw_only=True)
 class ElevateRequest(_ToBroker):
     """Ask to run ``tool`` outside the sandbox (``sandbox``) or as root (``sudo``)."""
@@ -341,7 +339,6 @@ class PongReply(_ToClient):
     id: RequestId
 
 
-@quick_init
 @dataclass(frozen=True, kw_only=True)
 class DecisionReply(_ToClient):
     """The answer to ``elevate`` (and a refusal of ``askpass``).
