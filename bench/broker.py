@@ -36,9 +36,7 @@ The broker's registry is what the headless ``ollie-broker`` holds: loaded
 once and kept live from inotify events (``LiveRegistry``), over ``--tools``
 (10,000) generated tools besides the three it is asked about; ``--rescan``
 makes it rescan the tools directory per request (the old headless behaviour;
-informational).  As ``ollie-broker`` does, the heap alive once the registry is
-loaded is frozen out of the garbage collector's walks (``elevation/heap.py``)
-before anything is measured; the forked clients inherit that.  Throughput:
+informational).  Throughput:
 ``--streams`` (20) connections each keeping one request in flight, broker vs
 echo in alternated rounds (target >= 0.5x).  The concurrent clients' target:
 all correct, each answered within 1 s (p99).  The tools are written just
@@ -77,7 +75,6 @@ if str(REPO) not in sys.path:
 from registry_core.elevation.audit import AuditLog  # noqa: E402
 from registry_core.elevation.core import Broker, BrokerConfig  # noqa: E402
 from registry_core.elevation.facts import SHA256  # noqa: E402
-from registry_core.elevation.heap import freeze_startup_heap  # noqa: E402
 from registry_core.elevation.limits import FloodLimits  # noqa: E402
 from registry_core.elevation.messages import Kind  # noqa: E402
 from registry_core.elevation.policies import PolicyStore, file_sha256  # noqa: E402
@@ -365,9 +362,6 @@ def main() -> int:
         make, tools = build_broker(base, args.rescan, extra_tools=args.tools)
         make_held, _ = build_broker(base / "held", args.rescan, HeldPrompter)
         time.sleep(SHA256.racy_ns / 1e9 + 0.1)  # let the new executables settle (see above)
-        # What ollie-broker does once its registry is loaded (elevation/heap.py). The
-        # forked clients inherit it too: an agent's process never carries our registry.
-        freeze_startup_heap()
         broker_path = base / "run" / "ollie" / "elevate.sock"
         echo_path = base / "echo.sock"
 
