@@ -151,7 +151,7 @@ class Broker:
     def _policy_decision(
         self,
         ar: ApprovalRequest,
-        request_id: m.RequestId = 0,  # pragma: no mutate
+        request_id: m.RequestId = 0,
     ) -> m.DecisionReply | None:
         if ar.action is not None:
             rule = remembered_rule(self.actions, ar)
@@ -179,7 +179,7 @@ class Broker:
         by: m.DecidedBy,
         remember: Remember | None = None,
         *,
-        request_id: m.RequestId = 0,  # pragma: no mutate (callers without it set or drop the id)
+        request_id: m.RequestId = 0,
     ) -> m.DecisionReply:
         grant = None
         # A requester inside a sandbox gets no grant: sudo cannot run there, and only
@@ -343,7 +343,7 @@ class Broker:
         deny = m.Decision.DENY
         self.pending[ar.id] = Pending(ar, self._clock())
         self._changed()
-        outcome: m.DecisionReply | None = None  # pragma: no mutate (set before every return)
+        outcome: m.DecisionReply | None = None
         try:
             # The broker's own queue deadline holds even for a requester without one.
             queued_until = asyncio.get_running_loop().time() + self.config.queue_timeout

@@ -183,14 +183,14 @@ class PolicyStore:
         self._on_problem = on_problem
         self._lock = threading.RLock()
         # Placeholders until the first _refresh (every public method starts with one).
-        self._file: list[Policy] = []  # pragma: no mutate
+        self._file: list[Policy] = []
         self._by_key: dict[PolicyKey, builtins.list[Policy]] = {}  # _file, by key
         self._session: dict[PolicyKey, Policy] = {}
-        self._rejected: list[Any] = []  # pragma: no mutate
-        self._extra: dict[str, Any] | None = None  # pragma: no mutate
+        self._rejected: list[Any] = []
+        self._extra: dict[str, Any] | None = None
         self._stamp: _Stamp | None = None
-        self._loaded = False  # pragma: no mutate
-        self._write_block: str | None = None  # pragma: no mutate
+        self._loaded = False
+        self._write_block: str | None = None
         self._unreported: list[str] = []
 
     @property
@@ -397,7 +397,7 @@ class PolicyStore:
                 try:
                     self._on_problem(message)
                 except Exception:  # a broken listener must not break decisions
-                    _log.exception("on_problem callback failed")  # pragma: no mutate
+                    _log.exception("on_problem callback failed")
 
     def _active(self, key: PolicyKey) -> builtins.list[Policy]:
         now = self._clock()

@@ -23,8 +23,8 @@ write, so no reply precedes its record.
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
 per uid; a sandboxed peer also spends the budget of its sandbox and that of
-all sandboxed peers of its uid (finding 8 of containment II: the agent's
-share stays free whatever sandboxed tools do); beyond a cap the peer gets a
+all sandboxed peers of its uid (so the agent's share stays free whatever
+sandboxed tools do); beyond a cap the peer gets a
 typed ``error`` (``too_many_connections``, ``too_many_requests``) naming
 the cap.  The caps every peer has are checked before the peer is read from
 ``/proc``, the sandbox's after.  Refusals and accept errors are logged at
