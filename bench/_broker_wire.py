@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 from pathlib import Path
+
+from registry_core.elevation.policies import file_sha256
+from registry_core.pinned import approved_argv
+from registry_core.trusted import find_trusted
+
+
+@functools.cache
+def _argv(exe: Path) -> list[str]:
+    """The argv the broker expects for ``exe`` (what the dispatcher would run:
+    ``pinned.approved_argv``); any other is a mismatch a remembered allow never
+    covers."""
+    return approved_argv(find_trusted("python3") or "python3", file_sha256(exe), str(exe))
 
 
 def elevate_frame(request_id: int | str, tool: str, exe: Path) -> bytes:
@@ -15,7 +28,7 @@ def elevate_frame(request_id: int | str, tool: str, exe: Path) -> bytes:
         "op": "elevate",
         "tool": tool,
         "kind": "sandbox",
-        "argv": [str(exe)],
+        "argv": _argv(exe),
         "args": {"path": "/home/someone/notes.txt", "text": "hello"},
         "cwd": "/home/someone/project",
     }
