@@ -170,10 +170,12 @@ def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
     """Raise ``bad_request`` unless every value in ``obj`` is plain JSON, nests at most
     :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates); the
     error names the offending field."""
-
-    stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
+    # Each entry: a value, its depth, and where it is (the parent's entry and the key or
+    # index), so a path is spelled only for the field it names.
+    stack: list[tuple[Any, int, Any, Any]] = [(obj, 1, None, None)]
     while stack:
-        value, depth, path = stack.pop()
+        entry = stack.pop()
+        value, depth = entry[0], entry[1]
         problem = ""
         if isinstance(value, dict | list) and depth > MAX_DEPTH:
             problem = f"nests deeper than {MAX_DEPTH} levels"
@@ -182,10 +184,9 @@ def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
                 if not isinstance(key, str) or _SURROGATE_RE.search(key):
                     problem = f"has a key that is not valid Unicode text: {describe_value(key)}"
                     break
-                name = key if key.isidentifier() else describe_value(key)
-                stack.append((item, depth + 1, f"{path}.{name}" if path else name))
+                stack.append((item, depth + 1, entry, key))
         elif isinstance(value, list):
-            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+            stack.extend((item, depth + 1, entry, i) for i, item in enumerate(value))
         elif isinstance(value, str) and _SURROGATE_RE.search(value):
             problem = "holds an unpaired surrogate (not valid Unicode)"
         elif isinstance(value, float) and not math.isfinite(value):
@@ -193,8 +194,23 @@ def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
         elif not isinstance(value, str | int | float | type(None)):
             problem = f"is not a JSON value: {type(value).__name__}"
         if problem:
+            path = _path(entry)
             where = f"field {path!r}" if path else "the message"
             raise MessageError(ErrorCode.BAD_REQUEST, f"{where} {problem}", request_id)
+
+
+def _path(entry: tuple[Any, int, Any, Any]) -> str:
+    """Where the walk's ``entry`` is: ``args.items[2]`` (``""``: the message itself)."""
+    parts: list[str] = []
+    while entry[2] is not None:
+        key = entry[3]
+        if type(key) is int:
+            parts.append(f"[{key}]")
+        else:
+            name = key if key.isidentifier() else describe_value(key)
+            parts.append(f".{name}")
+        entry = entry[2]
+    return "".join(reversed(parts)).removeprefix(".")
 
 
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
