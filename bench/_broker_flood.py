@@ -1,5 +1,5 @@
 """bench/broker.py's flood measurement: a legitimate client's p50 while other
-processes hold idle connections and flood requests (issue 13)."""
+processes hold idle connections and flood requests."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from registry_core.elevation.prompters.none import NonePrompter
 FLOOD_TARGET = 2.0  # flooded p50 / quiet p50
 
 FLOODER = r"""
-import json, resource, socket, sys
+import json, resource, socket, sys, threading
 mode, count, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, count + 100)), hard))
@@ -42,10 +42,14 @@ else:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
     held.append(s)
-    s.sendall(frame * count)
+    # Sent from a thread while this one reads: the broker stops reading a peer whose
+    # replies pile up unread, so sending everything first could wait forever.
+    sender = threading.Thread(target=s.sendall, args=(frame * count,), daemon=True)
+    sender.start()
     reader = s.makefile("rb")
     while answered < count - admitted:  # the refusals; the admitted ones stay queued
         answered += json.loads(reader.readline()).get("op") == "error"
+    sender.join()
 print(json.dumps({"answered": answered}), flush=True)
 sys.stdin.read()
 """

@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import socket
 from pathlib import Path
+
+from registry_core.elevation.policies import file_sha256
+from registry_core.pinned import approved_argv
+from registry_core.trusted import find_trusted
+
+
+@functools.cache
+def _argv(exe: Path) -> list[str]:
+    """The argv the broker expects for ``exe`` (what the dispatcher would run:
+    ``pinned.approved_argv``); any other is a mismatch a remembered allow never
+    covers."""
+    return approved_argv(find_trusted("python3") or "python3", file_sha256(exe), str(exe))
 
 
 def elevate_frame(request_id: int | str, tool: str, exe: Path) -> bytes:
@@ -15,7 +28,7 @@ def elevate_frame(request_id: int | str, tool: str, exe: Path) -> bytes:
         "op": "elevate",
         "tool": tool,
         "kind": "sandbox",
-        "argv": [str(exe)],
+        "argv": _argv(exe),
         "args": {"path": "/home/someone/notes.txt", "text": "hello"},
         "cwd": "/home/someone/project",
     }
@@ -43,8 +56,7 @@ class OneReply(asyncio.Protocol):
 
     The bench's 5,000 concurrent clients share one process, which stands for
     5,000 agents' processes: this is the least a client can do per connection
-    (no stream reader or writer objects), so that process measures the broker
-    rather than itself."""
+    (no stream reader or writer objects)."""
 
     def __init__(self, frame: bytes) -> None:
         self.frame = frame
@@ -101,24 +113,3 @@ async def one_request(path: Path, frame: bytes) -> bytes:
         sock.close()
         raise
     return await client.reply
-
-
-class BareDecider(asyncio.Protocol):
-    """The least a server can do for the concurrent clients: read each frame, answer
-    its id with the decision they expect, no identity, registry, policy or audit.
-    The same clients against it show the bench's own floor (informative)."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.buffer = b""
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            request = json.loads(line)
-            decision = "allow" if request.get("tool") == "allowed" else "deny"
-            reply = {"v": 1, "id": request.get("id"), "op": "decision", "decision": decision}
-            reply.update(by="policy", reason="bare")
-            self.transport.write(json.dumps(reply).encode() + b"\n")

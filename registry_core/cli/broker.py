@@ -20,7 +20,6 @@ from registry_core import paths
 from registry_core.cli.argparser import add_version
 from registry_core.elevation.assembly import build_broker
 from registry_core.elevation.core import BrokerConfig
-from registry_core.elevation.heap import freeze_startup_heap
 from registry_core.elevation.limits import raise_fd_limit
 from registry_core.elevation.prompters.select import FRONT_ENDS
 from registry_core.elevation.server import BrokerServer
@@ -76,7 +75,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         broker = build_broker(env, args.front_end, config=BrokerConfig(prompt_timeout=args.timeout))
         identify = make_identifier(remote_state_dir(env))  # ollie-remote forwards
-        freeze_startup_heap()  # the registry just loaded: out of the collector's walks
         asyncio.run(serve(BrokerServer(broker, path, identify=identify)))
     except (ElevationError, ValueError) as exc:
         print(f"ollie-broker: {exc}", file=sys.stderr)

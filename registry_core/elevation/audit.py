@@ -36,7 +36,6 @@ counts) corrupt lines and sums the decisions gap lines say were lost.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import json
 import logging
 import threading
@@ -55,9 +54,7 @@ from registry_core.elevation.audit_file import (
     gap_count,
     lines_backwards,
 )
-from registry_core.elevation.audit_quick import ENCODER, assemble, iso_fast, quick_parts
 from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import DecidedBy, Decision, Kind, RequestId
 from registry_core.elevation.prompter import Remember
@@ -79,7 +76,6 @@ _MAX_DEPTH = 16  # the protocol allows 64; an audit line keeps the outer levels
 _OWN_OBJECTS = ("requester", "action")  # objects of a fixed shape: every key is kept
 
 
-@quick_init
 @dataclass(frozen=True)
 class AuditRequester:
     """The requesting process, as the kernel and /proc reported it."""
@@ -92,21 +88,10 @@ class AuditRequester:
 
     @classmethod
     def from_requester(cls, requester: Requester) -> AuditRequester:
-        """The requester's audit view, made once per :class:`Requester` (that is, once
-        per connection: the broker identifies each peer once) and kept on it."""
-        known = requester.__dict__.get(_AUDIT_VIEW)
-        if isinstance(known, cls):
-            return known
-        made = cls(
+        """The requester's audit view."""
+        return cls(
             requester.pid, requester.exe, requester.cmdline, requester.cwd, requester.sandboxed
         )
-        object.__setattr__(requester, _AUDIT_VIEW, made)  # frozen: kept like its ancestors
-        return made
-
-    @functools.cached_property
-    def json_text(self) -> str:
-        """:meth:`to_json` as the audit line writes it (computed once per requester)."""
-        return _ENCODER.encode(self.to_json())
 
     def label(self) -> str:
         where = f" ({SANDBOX_LABEL})" if self.sandboxed else ""
@@ -127,10 +112,6 @@ class AuditRequester:
 def _iso(ts: float) -> str:
     when = dt.datetime.fromtimestamp(ts, dt.UTC)
     return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-_AUDIT_VIEW = "_audit_requester"
-_iso_fast = iso_fast  # the quick path's time text (audit_quick.py)
 
 
 def _parse_iso(value: object) -> float:
@@ -193,10 +174,6 @@ class AuditRecord:
 
     def to_line(self) -> bytes:
         """One ASCII JSON line of at most :data:`MAX_LINE` bytes, newline included."""
-        fast = self._quick_line()
-        return fast if fast is not None else self._general_line()
-
-    def _general_line(self) -> bytes:
         obj = self.to_json()
         for limit in (None, *_LIMITS):
             try:
@@ -209,34 +186,6 @@ class AuditRecord:
         obj.update(args=_MARK.format("all"), argv=[], code=None)
         obj["requester"]["cmdline"] = []
         return _dump(_shrink_record(obj, 32))
-
-    def _quick_line(self) -> bytes | None:
-        """:meth:`to_line` for the common record, byte for byte, without encoding
-        the record as a whole (:func:`~registry_core.elevation.audit_quick.quick_parts`);
-        ``None`` when the record needs the general path (an action, a cut, a time
-        before 1970)."""
-        if self.action is not None:
-            return None
-        parts = quick_parts(
-            tool=self.tool,
-            kind=self.kind,
-            host=self.host,
-            remote=self.remote,
-            executable=self.executable,
-            sha256=self.sha256,
-            argv=self.argv,
-            args=self.args,
-            code=self.code,
-            decision=self.decision,
-            by=self.by,
-            remember=self.remember,
-            reason=self.reason,
-            claimed_host=self.claimed_host,
-            client=self.client,
-        )
-        if parts is None:
-            return None
-        return assemble(self.time, self.request_id, parts, self.requester.json_text)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> AuditRecord:
@@ -275,7 +224,8 @@ class AuditRecord:
         )
 
 
-_ENCODER = ENCODER  # stateless: shared (audit_quick.py)
+# The audit log's one encoder (stateless: shared); ``repr`` for what JSON lacks.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=repr)
 
 
 def _dump(obj: Any) -> bytes:
@@ -357,8 +307,7 @@ class AuditLog:
         self.append_line(record.to_line())
 
     def append_line(self, line: bytes) -> None:
-        """:meth:`append` for a record already made into its line (``AuditRecord.to_line``
-        or, for the common record, ``audit_quick.quick_parts``)."""
+        """:meth:`append` for a record already made into its line (``AuditRecord.to_line``)."""
         held = self._held
         if held is not None and self._holder == threading.get_ident():
             held.append(line)

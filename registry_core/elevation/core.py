@@ -14,13 +14,12 @@ question; every way out that is not a person's "yes" is a denial.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from registry_core.elevation import messages as m
@@ -31,20 +30,13 @@ from registry_core.elevation.asking import elevate_question, settle_answer
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.confinement import SANDBOX_LABEL
 from registry_core.elevation.credential_gate import CredentialGate
-from registry_core.elevation.decision_memo import (
-    BatchChecks,
-    DecisionMemo,
-    MemoKey,
-    Repeatable,
-    memo_key,
-)
 from registry_core.elevation.denials import UNATTENDED, Denial, DenialLog, DeniedBy
 from registry_core.elevation.facts import REQUEST_CODE_TOOL, RequestFacts, gather_facts
 from registry_core.elevation.grants import GrantBook
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import Approval, ApprovalRequest, Prompter, Remember
-from registry_core.elevation.recording import record_decision, write_line
+from registry_core.elevation.recording import record_decision
 from registry_core.errors import ToolNotFoundError, ToolUnavailableError
 from registry_core.registry import Registry
 from registry_core.version import version
@@ -121,8 +113,6 @@ class Broker:
         self._queue = asyncio.Lock()
         self._ids = itertools.count(1)
         self._listeners: list[Callable[[], None]] = []
-        self._memo = DecisionMemo()
-        self._batch: BatchChecks | None = None
         self.gate = CredentialGate(self.grants, prompter, self._queue)
 
     # --- observers (the tray's menu and icon) ---------------------------------
@@ -140,35 +130,16 @@ class Broker:
 
     # --- elevate -------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
-        """Decide requests that were all read before this call as one batch: what a
-        remembered decision rests on is checked once for them (``BatchChecks``)."""
-        self._batch = BatchChecks()
-        try:
-            yield
-        finally:
-            self._batch = None
-
     def _snapshot(self, req: m.ElevateRequest) -> Registry:
         if self.registry_for is not None:
             return self.registry_for(req.tool)
-        batch = self._batch
-        if batch is None:
-            return self.registry()
-        if batch.registry is None:
-            batch.registry = self.registry()
-        return batch.registry
+        return self.registry()
 
-    def _facts(
-        self, req: m.ElevateRequest, requester: Requester, registry: Registry | None = None
-    ) -> RequestFacts:
+    def _facts(self, req: m.ElevateRequest, requester: Requester) -> RequestFacts:
         # A forwarded request runs a file deployed to the remote tools directory.
         remote_dir = requester.tools_dir if requester.remote and requester.tools_dir else None
         try:
-            if registry is None:
-                registry = self._snapshot(req)
-            return gather_facts(registry, req, remote_tools_dir=remote_dir)
+            return gather_facts(self._snapshot(req), req, remote_tools_dir=remote_dir)
         except ToolNotFoundError as exc:
             self._unattended(
                 req.tool, req.host or self.config.host, DeniedBy.UNKNOWN_TOOL, str(exc)
@@ -180,7 +151,7 @@ class Broker:
     def _policy_decision(
         self,
         ar: ApprovalRequest,
-        request_id: m.RequestId = 0,  # pragma: no mutate
+        request_id: m.RequestId = 0,
     ) -> m.DecisionReply | None:
         if ar.action is not None:
             rule = remembered_rule(self.actions, ar)
@@ -208,7 +179,7 @@ class Broker:
         by: m.DecidedBy,
         remember: Remember | None = None,
         *,
-        request_id: m.RequestId = 0,  # pragma: no mutate (callers without it set or drop the id)
+        request_id: m.RequestId = 0,
     ) -> m.DecisionReply:
         grant = None
         # A requester inside a sandbox gets no grant: sudo cannot run there, and only
@@ -241,19 +212,8 @@ class Broker:
         :meth:`elevate_asked`.  Raises MessageError for unknown or unusable tools.
 
         Synchronous: the server answers these without a task, so decisions that
-        need no person never wait behind each other or behind an open question.
-        A decision a remembered policy made is repeated from memory while nothing
-        it rested on changed (``decision_memo.py``)."""
-        key = None if self.closing or self.paused else memo_key(req, requester)
-        if key is None:
-            facts = self._facts(req, requester)
-        else:
-            registry = self._snapshot(req)
-            repeated = self._repeat(key, registry, req, requester)
-            if repeated is not None:
-                return repeated
-            stamp = self.policies.lookup_stamp(req.tool, req.kind, self.config.host)
-            facts = self._facts(req, requester, registry)
+        need no person never wait behind each other or behind an open question."""
+        facts = self._facts(req, requester)
         ar = elevate_question(
             req,
             requester,
@@ -263,43 +223,7 @@ class Broker:
             prompt_timeout=self.config.prompt_timeout,
         )
         reply = self._decide_now(ar, req.id)
-        if reply is None:
-            return ar
-        if key is not None and reply.by is m.DecidedBy.POLICY:
-            self._memo.learn(key, registry, stamp, ar, reply)
-        return reply
-
-    def _repeat(
-        self, key: MemoKey, registry: Registry, req: m.ElevateRequest, requester: Requester
-    ) -> m.DecisionReply | None:
-        """``req`` decided as the remembered decision of ``key``, if that still holds."""
-        entry = self._memo.holding(key, registry, self.policies, self._batch)
-        if entry is None or not self._record_repeat(entry, requester):
-            return None
-        return entry.reply(req.id)
-
-    def repeat_frame(self, req: m.ElevateRequest, requester: Requester) -> bytes | None:
-        """The reply frame of ``req`` when :meth:`elevate_now` would repeat a remembered
-        decision from memory (recorded here as it would be there); ``None``: ask
-        :meth:`elevate_now`.  What a broker server sends without building the reply."""
-        key = None if self.closing or self.paused else memo_key(req, requester)
-        if key is None:
-            return None
-        entry = self._memo.holding(key, self._snapshot(req), self.policies, self._batch)
-        frame = None if entry is None else entry.reply_frame(req.id)
-        if entry is None or frame is None or not self._record_repeat(entry, requester):
-            return None
-        return frame
-
-    def _record_repeat(self, entry: Repeatable, requester: Requester) -> bool:
-        """A repeat's audit line and denial entry; ``False``: the general path records it."""
-        line = entry.audit_line(time.time(), f"r{next(self._ids)}", requester)
-        if line is None:
-            return False
-        write_line(self.audit, line)
-        if entry.decision is m.Decision.DENY:
-            self._unattended(entry.tool, entry.host, DeniedBy.POLICY, entry.reason)
-        return True
+        return ar if reply is None else reply
 
     async def elevate_asked(
         self,
@@ -419,7 +343,7 @@ class Broker:
         deny = m.Decision.DENY
         self.pending[ar.id] = Pending(ar, self._clock())
         self._changed()
-        outcome: m.DecisionReply | None = None  # pragma: no mutate (set before every return)
+        outcome: m.DecisionReply | None = None
         try:
             # The broker's own queue deadline holds even for a requester without one.
             queued_until = asyncio.get_running_loop().time() + self.config.queue_timeout

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.policies import fd_sha256, open_for_hashing
 from registry_core.pinned import STUB, approved_argv, display_argv, pinned_argv
 from registry_core.registry import Registry, Tool
@@ -113,7 +112,6 @@ SHA256 = Sha256Cache()
 """The broker's cache of executable hashes (shared by every :func:`gather_facts` call)."""
 
 
-@quick_init
 @dataclass(frozen=True)
 class RequestFacts:
     description: str

@@ -12,9 +12,8 @@ from __future__ import annotations
 from typing import Any, Generic, Protocol, TypeVar
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.frame_memo import FrameMemo
 from registry_core.elevation.messages import ErrorCode, MessageError
-from registry_core.elevation.protocol import load_frame, parse_reply, parse_request, plain_frame
+from registry_core.elevation.protocol import load_frame, parse_reply, parse_request
 
 M = TypeVar("M")
 M_co = TypeVar("M_co", covariant=True)
@@ -23,12 +22,7 @@ M_co = TypeVar("M_co", covariant=True)
 class Parser(Protocol[M_co]):
     """:func:`parse_request` or :func:`parse_reply`."""
 
-    def __call__(
-        self,
-        obj: Any,
-        *,
-        tree_checked: bool = False,  # pragma: no mutate (a Protocol's: never run)
-    ) -> M_co: ...
+    def __call__(self, obj: Any) -> M_co: ...
 
 
 class FrameDecoder(Generic[M]):
@@ -100,39 +94,14 @@ class FrameDecoder(Generic[M]):
         if not line or line.isspace():
             return None  # blank lines carry nothing; tolerated for nc/socat users
         try:
-            return self._parse(load_frame(line), tree_checked=plain_frame(line))
+            return self._parse(load_frame(line))
         except MessageError as error:
             return error
 
 
-class RequestDecoder(FrameDecoder[m.Request]):
-    """What a broker reads: a frame that repeats an accepted ``elevate`` but for its
-    id is recognised from its bytes (``frame_memo.py``), any other is parsed."""
-
-    def __init__(self, memo: FrameMemo, *, max_frame: int = m.MAX_FRAME) -> None:
-        super().__init__(parse_request, max_frame=max_frame)
-        self._memo = memo
-
-    def _decode(self, line: bytes) -> m.Request | MessageError | None:
-        line = line.removesuffix(b"\r")
-        repeated = self._memo.get(line)
-        if repeated is not None:
-            return repeated
-        item = super()._decode(line)
-        if item is not None and not isinstance(item, MessageError):
-            self._memo.learn(line, item)
-        return item
-
-
-REQUEST_FRAMES = FrameMemo()
-"""The accepted ``elevate`` frames every request decoder shares by default."""
-
-
-def request_decoder(
-    *, max_frame: int = m.MAX_FRAME, memo: FrameMemo | None = None
-) -> FrameDecoder[m.Request]:
+def request_decoder(*, max_frame: int = m.MAX_FRAME) -> FrameDecoder[m.Request]:
     """The decoder a broker uses for what clients send."""
-    return RequestDecoder(REQUEST_FRAMES if memo is None else memo, max_frame=max_frame)
+    return FrameDecoder(parse_request, max_frame=max_frame)
 
 
 def reply_decoder(*, max_frame: int = m.MAX_FRAME) -> FrameDecoder[m.Reply]:

@@ -24,12 +24,10 @@ from registry_core.elevation.confinement import (
     sandbox_id,
     sandbox_reasons,
 )
-from registry_core.elevation.frozen import quick_init
 
 _MAX_PARENTS = 8
 
 
-@quick_init
 @dataclass(frozen=True)
 class ProcessInfo:
     pid: int
@@ -41,7 +39,6 @@ class ProcessInfo:
         return f"{self.pid} {cmd}"
 
 
-@quick_init
 @dataclass(frozen=True)
 class Requester:
     """The peer of one connection, as far as the kernel and /proc tell."""

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias, cast
 
 from registry_core.elevation import kinds
-from registry_core.elevation.frozen import quick_init
 from registry_core.errors import ProtocolError
 
 PROTOCOL_VERSION = 1
@@ -169,53 +168,14 @@ def describe_value(value: Any) -> str:
 
 def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
     """Raise ``bad_request`` unless every value in ``obj`` is plain JSON, nests at most
-    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates).
-
-    Every frame in both directions passes here, so the common case is a quick
-    walk (:func:`_certainly_plain_json`); only a tree it cannot vouch for is
-    walked again with the paths that name the offending field.
-    """
-    if not _certainly_plain_json(obj):
-        _check_json_tree_naming_the_field(obj, request_id)
-
-
-def _certainly_plain_json(obj: Any) -> bool:
-    """True when ``obj`` is a dict of exact JSON types (finite floats, valid Unicode)
-    nesting at most :data:`MAX_DEPTH` deep; False when the full check must decide
-    (it then either finds the problem or, for JSON-like subclasses, accepts)."""
-    if type(obj) is not dict:
-        return False
-    stack: list[tuple[dict[Any, Any] | list[Any], int]] = [(obj, 1)]
+    :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates); the
+    error names the offending field."""
+    # Each entry: a value, its depth, and where it is (the parent's entry and the key or
+    # index), so a path is spelled only for the field it names.
+    stack: list[tuple[Any, int, Any, Any]] = [(obj, 1, None, None)]
     while stack:
-        container, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            return False
-        if type(container) is dict:
-            for key in container:
-                if type(key) is not str or (not key.isascii() and _SURROGATE_RE.search(key)):
-                    return False
-            values: Any = container.values()
-        else:
-            values = container
-        for value in values:
-            kind = type(value)
-            if kind is str:
-                if not value.isascii() and _SURROGATE_RE.search(value):  # isascii is O(1)
-                    return False
-            elif kind is dict or kind is list:
-                stack.append((value, depth + 1))
-            elif kind is float:
-                if not math.isfinite(value):
-                    return False
-            elif kind is not int and kind is not bool and value is not None:
-                return False
-    return True
-
-
-def _check_json_tree_naming_the_field(obj: JsonObject, request_id: RequestId | None) -> None:
-    stack: list[tuple[Any, int, str]] = [(obj, 1, "")]
-    while stack:
-        value, depth, path = stack.pop()
+        entry = stack.pop()
+        value, depth = entry[0], entry[1]
         problem = ""
         if isinstance(value, dict | list) and depth > MAX_DEPTH:
             problem = f"nests deeper than {MAX_DEPTH} levels"
@@ -224,10 +184,9 @@ def _check_json_tree_naming_the_field(obj: JsonObject, request_id: RequestId | N
                 if not isinstance(key, str) or _SURROGATE_RE.search(key):
                     problem = f"has a key that is not valid Unicode text: {describe_value(key)}"
                     break
-                name = key if key.isidentifier() else describe_value(key)
-                stack.append((item, depth + 1, f"{path}.{name}" if path else name))
+                stack.append((item, depth + 1, entry, key))
         elif isinstance(value, list):
-            stack.extend((item, depth + 1, f"{path}[{i}]") for i, item in enumerate(value))
+            stack.extend((item, depth + 1, entry, i) for i, item in enumerate(value))
         elif isinstance(value, str) and _SURROGATE_RE.search(value):
             problem = "holds an unpaired surrogate (not valid Unicode)"
         elif isinstance(value, float) and not math.isfinite(value):
@@ -235,8 +194,23 @@ def _check_json_tree_naming_the_field(obj: JsonObject, request_id: RequestId | N
         elif not isinstance(value, str | int | float | type(None)):
             problem = f"is not a JSON value: {type(value).__name__}"
         if problem:
+            path = _path(entry)
             where = f"field {path!r}" if path else "the message"
             raise MessageError(ErrorCode.BAD_REQUEST, f"{where} {problem}", request_id)
+
+
+def _path(entry: tuple[Any, int, Any, Any]) -> str:
+    """Where the walk's ``entry`` is: ``args.items[2]`` (``""``: the message itself)."""
+    parts: list[str] = []
+    while entry[2] is not None:
+        key = entry[3]
+        if type(key) is int:
+            parts.append(f"[{key}]")
+        else:
+            name = key if key.isidentifier() else describe_value(key)
+            parts.append(f".{name}")
+        entry = entry[2]
+    return "".join(reversed(parts)).removeprefix(".")
 
 
 _FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
@@ -298,7 +272,6 @@ class PingRequest(_ToBroker):
     id: RequestId
 
 
-@quick_init
 @dataclass(frozen=True, kw_only=True)
 class ElevateRequest(_ToBroker):
     """Ask to run ``tool`` outside the sandbox (``sandbox``) or as root (``sudo``)."""
@@ -382,7 +355,6 @@ class PongReply(_ToClient):
     id: RequestId
 
 
-@quick_init
 @dataclass(frozen=True, kw_only=True)
 class DecisionReply(_ToClient):
     """The answer to ``elevate`` (and a refusal of ``askpass``).

@@ -54,7 +54,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +73,7 @@ from registry_core.errors import PolicyError
 from registry_core.file_lock import DEFAULT_TIMEOUT, LockTimeoutError, exclusive, lock_path_for
 from registry_core.safe_open import open_regular
 
-__all__ = ["LookupStamp", "Policy", "PolicyStore", "file_sha256"]
+__all__ = ["Policy", "PolicyStore", "file_sha256"]
 
 _log = logging.getLogger(__name__)
 _CHUNK = 1 << 20
@@ -162,18 +161,6 @@ def _distrust(st: os.stat_result) -> str | None:
     return f"writable by {' and '.join(who)} (mode {mode:04o})" if who else None
 
 
-@dataclass(frozen=True, slots=True)
-class LookupStamp:
-    """How long a lookup's answer for one (tool, kind, host) holds
-    (:meth:`PolicyStore.lookup_stamp`): while the store's policies are those of
-    ``generation``, the wall clock is before ``wall_until`` and the monotonic
-    clock before ``mono_until`` (the earliest ends of that key's active policies)."""
-
-    generation: int
-    wall_until: float
-    mono_until: float
-
-
 class PolicyStore:
     """Remembered policies: ``policies.yaml`` plus this instance's session policies."""
 
@@ -196,17 +183,15 @@ class PolicyStore:
         self._on_problem = on_problem
         self._lock = threading.RLock()
         # Placeholders until the first _refresh (every public method starts with one).
-        self._file: list[Policy] = []  # pragma: no mutate
+        self._file: list[Policy] = []
         self._by_key: dict[PolicyKey, builtins.list[Policy]] = {}  # _file, by key
         self._session: dict[PolicyKey, Policy] = {}
-        self._rejected: list[Any] = []  # pragma: no mutate
-        self._extra: dict[str, Any] | None = None  # pragma: no mutate
+        self._rejected: list[Any] = []
+        self._extra: dict[str, Any] | None = None
         self._stamp: _Stamp | None = None
-        self._loaded = False  # pragma: no mutate
-        self._write_block: str | None = None  # pragma: no mutate
+        self._loaded = False
+        self._write_block: str | None = None
         self._unreported: list[str] = []
-        # Counts changes of what lookups see (file policies, session policies).
-        self._generation = 0
 
     @property
     def path(self) -> Path:
@@ -241,38 +226,6 @@ class PolicyStore:
                     return policy  # a deny for the key wins
                 found = found or policy
         return found
-
-    def lookup_stamp(self, tool: str, kind: Kind | str, host: str) -> LookupStamp:
-        """Taken before a :meth:`lookup` of this key: that lookup's answer stays the
-        answer while :meth:`holds` says so (no policy of the store changes and none
-        of the key's active ones ends).  Lock-free like :meth:`lookup`.  (Kind is a StrEnum: its
-        conversion below cannot change the key.)"""
-        key = (tool, kind if type(kind) is Kind else Kind(kind), host)  # pragma: no mutate
-        with self._lock:
-            self._refresh()
-            candidates = self._active(key)  # also starts their monotonic deadlines
-            ends = [p.expires for p in candidates if p.expires is not None]
-            deadlines = [self._deadlines[p] for p in candidates if p in self._deadlines]
-            stamp = LookupStamp(
-                self._generation, min(ends, default=math.inf), min(deadlines, default=math.inf)
-            )
-            pending, self._unreported = self._unreported, []
-        self._report(pending)
-        return stamp
-
-    def holds(self, stamp: LookupStamp, *, refresh: bool = True) -> bool:
-        """Whether a lookup made after ``stamp`` was taken would still answer the same.
-        ``refresh=False``: the file was looked at since the question arose (a broker's
-        batch, ``decision_memo.BatchChecks``); changes made here still count."""
-        with self._lock:
-            if refresh:
-                self._refresh()
-            same = stamp.generation == self._generation
-            held = same and self._clock() < stamp.wall_until
-            held = held and self._monotonic() < stamp.mono_until
-            pending, self._unreported = self._unreported, []
-        self._report(pending)
-        return held
 
     def list(self, include_expired: bool = False) -> builtins.list[Policy]:
         """Session and file policies, sorted by tool, kind, host."""
@@ -320,7 +273,6 @@ class PolicyStore:
         except PolicyError as exc:
             with self._transaction():
                 self._session[policy.key] = policy
-                self._generation += 1
                 self._problem(f"{exc}; {policy.describe()} is kept for this session only")
         return policy
 
@@ -445,7 +397,7 @@ class PolicyStore:
                 try:
                     self._on_problem(message)
                 except Exception:  # a broken listener must not break decisions
-                    _log.exception("on_problem callback failed")  # pragma: no mutate
+                    _log.exception("on_problem callback failed")
 
     def _active(self, key: PolicyKey) -> builtins.list[Policy]:
         now = self._clock()
@@ -495,10 +447,6 @@ class PolicyStore:
         extra: dict[str, Any] | None,
         stamp: _Stamp | None,
     ) -> None:
-        if not self._loaded or policies != self._file:
-            # Lookups may answer otherwise now.  Every write transaction reloads the
-            # file first (``_loaded`` is cleared), so its session changes count too.
-            self._generation += 1  # pragma: no mutate (any change of the count)
         self._file, self._rejected, self._extra = policies, rejected, extra
         self._by_key = {}
         for policy in policies:

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
-from registry_core.elevation.frozen import quick_init
 from registry_core.elevation.identity import Requester
 from registry_core.elevation.messages import ActionDisplay, Kind, PatternKind
 
@@ -71,7 +70,6 @@ class ActionDetails:
     detail_differs: bool = False
 
 
-@quick_init
 @dataclass(frozen=True)
 class ApprovalRequest:
     """Everything the approval dialog shows. Tool facts come from the broker's registry."""

@@ -10,9 +10,7 @@ blocking clients and the tests share this one codec.
   value (secrets are never echoed).  Unknown extra fields are ignored, so later
   revisions of v1 can add optional fields.
 - :func:`encode` validates a message the same way before framing it, so a peer
-  never sends what the other side would reject (remembering which message
-  contents it has already accepted, so a broker answering the same decision
-  again checks only the new id; see there).
+  never sends what the other side would reject.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ import enum
 import functools
 import json
 import math
-import operator
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
@@ -29,7 +26,7 @@ from typing import Any, NoReturn, TypeVar
 from registry_core.elevation import messages as m
 from registry_core.elevation.messages import ErrorCode, JsonObject, MessageError, RequestId
 
-# Tool names as the registry allows them (DESIGN §3), hosts as DNS names or IP
+# Tool names as the registry allows them, hosts as DNS names or IP
 # literals, grants as URL-safe base64 (secrets.token_urlsafe), codes as identifiers.
 _TOOL_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,254}")
 _HOST_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,252}")
@@ -148,9 +145,6 @@ def _enum_values(enum_type: type[enum.Enum]) -> frozenset[Any]:
 
 
 def _elevate(f: _Fields) -> m.ElevateRequest:
-    quick = _elevate_quick(f.obj, f.request_id)
-    if quick is not None:
-        return quick
     return m.ElevateRequest(
         id=f.id(),
         tool=f.text("tool", "a tool name ([A-Za-z0-9_.-], no leading '.')", pattern=_TOOL_RE),
@@ -163,61 +157,6 @@ def _elevate(f: _Fields) -> m.ElevateRequest:
         timeout=f.seconds("timeout"),
         client=f.optional_text("client", CLIENT_EXPECTED, pattern=_CLIENT_RE),
     )
-
-
-_KINDS = {kind.value: kind for kind in m.Kind}
-
-
-def _optional_matches(value: Any, pattern: re.Pattern[str]) -> bool:
-    return value is None or (type(value) is str and pattern.fullmatch(value) is not None)
-
-
-def _elevate_quick(obj: JsonObject, request_id: RequestId | None) -> m.ElevateRequest | None:
-    """The common ``elevate`` (every field valid, no ``timeout``) checked in one go;
-    ``None`` for anything else, which the field-by-field path then accepts or
-    rejects with its precise message.  It accepts exactly what that path accepts
-    (``tests/unit/elevation/test_protocol_quick.py`` compares the two)."""
-    tool, kind, argv = obj.get("tool"), obj.get("kind"), obj.get("argv")
-    args, cwd, code = obj.get("args"), obj.get("cwd"), obj.get("code")
-    if (
-        request_id is None
-        or type(tool) is not str
-        or _TOOL_RE.fullmatch(tool) is None
-        or type(kind) is not str
-        or kind not in _KINDS
-        or type(argv) is not list
-        or not argv
-        or any(type(item) is not str or "\x00" in item for item in argv)
-        or type(args) is not dict
-        or type(cwd) is not str
-        or _ABSOLUTE_RE.fullmatch(cwd) is None
-        or not _optional_matches(obj.get("host"), _HOST_RE)
-        or (code is not None and (type(code) is not str or "\x00" in code))
-        or obj.get("timeout") is not None
-        or not _optional_matches(obj.get("client"), _CLIENT_RE)
-    ):
-        return None
-    return m.ElevateRequest(
-        id=request_id,
-        tool=tool,
-        kind=_KINDS[kind],
-        argv=tuple(argv),
-        args=args,
-        cwd=cwd,
-        host=obj.get("host"),
-        code=code,
-        client=obj.get("client"),
-    )
-
-
-def _elevate_frame_quick(obj: JsonObject) -> m.ElevateRequest | None:
-    """A common ``elevate`` frame checked whole, envelope included (``v`` 1 and a
-    valid id, then :func:`_elevate_quick`); ``None``: the general path decides.
-    Only for a tree known to pass the walk (``tree_checked``)."""
-    version, raw_id = obj.get("v"), obj.get("id")
-    if type(version) is not int or version != m.PROTOCOL_VERSION or not m.is_request_id(raw_id):
-        return None
-    return _elevate_quick(obj, raw_id)
 
 
 _ACTION_TOOL_EXPECTED = f"an agent tool name (1-{m.MAX_CLIENT_LENGTH} printable characters)"
@@ -304,10 +243,8 @@ _REPLY_PARSERS: dict[str, Callable[[_Fields], m.Reply]] = {
 }
 
 
-def _envelope(obj: Any, tree_checked: bool = False) -> _Fields:
-    """Check ``v``, ``id``, ``op`` and the JSON tree; ``v`` first, echoing a readable id.
-
-    ``tree_checked``: the caller vouches for the tree (see :func:`plain_frame`)."""
+def _envelope(obj: Any) -> _Fields:
+    """Check ``v``, ``id``, ``op`` and the JSON tree; ``v`` first, echoing a readable id."""
     if not isinstance(obj, dict):
         got = "an array" if isinstance(obj, list) else m.describe_value(obj)
         raise MessageError(ErrorCode.BAD_JSON, f"a frame must hold a JSON object, got {got}")
@@ -322,23 +259,14 @@ def _envelope(obj: Any, tree_checked: bool = False) -> _Fields:
         fields.fail(
             "id", f"a string of at most {m.MAX_ID_LENGTH} characters or a safe integer", raw_id
         )
-    if not tree_checked:
-        m.check_json_tree(obj, fields.request_id)
+    m.check_json_tree(obj, fields.request_id)
     fields.op = fields.text("op")
     return fields
 
 
-def parse_request(obj: Any, *, tree_checked: bool = False) -> m.Request:
-    """Validate one decoded JSON value as a client -> broker message.
-
-    ``tree_checked``: ``obj`` is what :func:`load_frame` made of a line for which
-    :func:`plain_frame` holds, so the walk of :func:`messages.check_json_tree`
-    is known to pass and is skipped."""
-    if tree_checked and type(obj) is dict and obj.get("op") == "elevate":
-        quick = _elevate_frame_quick(obj)
-        if quick is not None:
-            return quick
-    fields = _envelope(obj, tree_checked)
+def parse_request(obj: Any) -> m.Request:
+    """Validate one decoded JSON value as a client -> broker message."""
+    fields = _envelope(obj)
     parser = _REQUEST_PARSERS.get(fields.op)
     if parser is None:
         hint = " (sent by the broker, not to it)" if fields.op in _REPLY_PARSERS else ""
@@ -347,14 +275,13 @@ def parse_request(obj: Any, *, tree_checked: bool = False) -> m.Request:
     return parser(fields)
 
 
-def parse_reply(obj: Any, *, tree_checked: bool = False) -> m.Reply:
+def parse_reply(obj: Any) -> m.Reply:
     """Validate one decoded JSON value as a broker -> client message.
 
     An unknown ``op`` is no error here but an :class:`UnknownReply` that clients
-    skip, so newer brokers can add notices.  ``tree_checked``: as for
-    :func:`parse_request`.
+    skip, so newer brokers can add notices.
     """
-    fields = _envelope(obj, tree_checked)
+    fields = _envelope(obj)
     parser = _REPLY_PARSERS.get(fields.op)
     return m.UnknownReply(id=fields.request_id, op=fields.op) if parser is None else parser(fields)
 
@@ -393,19 +320,6 @@ _DECODER = json.JSONDecoder(
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
-def plain_frame(line: bytes) -> bool:
-    """Whether :func:`load_frame` of ``line`` (if it succeeds) certainly passes
-    :func:`messages.check_json_tree`, judged from the bytes alone.
-
-    The JSON decoder makes only dicts with string keys, lists, strings, ints,
-    finite floats (:func:`_finite_float`), booleans and ``None``; a string can
-    hold an unpaired surrogate only through a ``\\u`` escape (the UTF-8 decoder
-    refuses encoded surrogates); and every level of nesting needs its own
-    ``{`` or ``[`` byte.  So a line without ``\\u`` and with at most
-    :data:`messages.MAX_DEPTH` brackets needs no walk of its tree."""
-    return b"\\u" not in line and line.count(b"{") + line.count(b"[") <= m.MAX_DEPTH
-
-
 def load_frame(line: bytes) -> Any:
     """Decode one frame (without its newline) into a JSON value.
 
@@ -431,69 +345,6 @@ def _bad_json(problem: str) -> MessageError:
     return MessageError(ErrorCode.BAD_JSON, problem)
 
 
-_ACCEPTED_MAX = 512
-# Contents encode has validated (see there), each with its frame after the id.
-_ACCEPTED: dict[tuple[Any, ...], bytes] = {}
-_PLAIN_TYPES = frozenset({str, int, bool, type(None)})
-_FRAME_HEAD = b'{"v":%d,"id":' % m.PROTOCOL_VERSION
-_CONTENT_GETTERS: dict[type, tuple[Callable[[Any], tuple[Any, ...]], tuple[bool, ...]]] = {}
-
-
-def _content_getter(cls: type) -> tuple[Callable[[Any], tuple[Any, ...]], tuple[bool, ...]]:
-    """Every field but the id of message class ``cls`` at once, and which are secret."""
-    found = _CONTENT_GETTERS.get(cls)
-    if found is None:
-        fields = [(name, secret) for name, secret in m.message_fields(cls) if name != "id"]
-        names = tuple(name for name, _secret in fields)
-
-        def values(message: Any) -> tuple[Any, ...]:
-            return tuple(getattr(message, name) for name in names)
-
-        if len(names) > 1:
-            values = operator.attrgetter(*names)  # type: ignore[assignment]
-        found = _CONTENT_GETTERS[cls] = (values, tuple(secret for _name, secret in fields))
-    return found
-
-
-def _content_key(message: m.Message) -> tuple[Any, ...] | None:
-    """Every field's exact type and value except the id (only whether it is null),
-    or ``None`` when the content must not be remembered: a container or float
-    (whose JSON can differ between equal values), or a set secret (grant,
-    password), which no cache may hold."""
-    values, secrets = _content_getter(type(message))
-    key: list[Any] = [type(message), message.id is None]
-    for value, secret in zip(values(message), secrets, strict=True):
-        kind = type(value)
-        if (secret and value is not None) or not (
-            kind in _PLAIN_TYPES or isinstance(value, enum.Enum)
-        ):
-            return None
-        key += (kind, value)
-    return tuple(key)
-
-
-def _frame_head(request_id: RequestId | None) -> bytes:
-    """A frame's bytes up to and including its id (``to_json`` puts v and id first)."""
-    if type(request_id) is int:  # an integer's JSON is its decimal text
-        return _FRAME_HEAD + b"%d" % request_id
-    return _FRAME_HEAD + _ENCODER.encode(request_id).encode("utf-8")
-
-
-def frame_rest(message: m.Message) -> bytes | None:
-    """The bytes after the id of ``message``'s frame (:func:`encode`), for a message
-    with a valid request id; with :func:`with_id` they give the same content's frame
-    under another valid id.  ``None``: the frame does not start with its id."""
-    if not m.is_request_id(message.id):
-        return None
-    data, head = encode(message), _frame_head(message.id)
-    return data[len(head) :] if data.startswith(head) else None
-
-
-def with_id(request_id: RequestId, rest: bytes) -> bytes:
-    """The frame of a :func:`frame_rest` under ``request_id`` (a valid request id)."""
-    return _frame_head(request_id) + rest
-
-
 def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
     """One frame (compact JSON + ``\\n``) for ``message``, validated like a received one.
 
@@ -501,35 +352,16 @@ def encode(message: m.Message, *, max_frame: int = m.MAX_FRAME) -> bytes:
     ``frame_too_large`` when the frame would exceed ``max_frame`` bytes.
 
     Validation is the receiver's own parse of the frame's JSON, so it cannot
-    drift from what a peer accepts.  Its verdict depends only on the fields'
-    types and values, so once a content passed (a broker repeating a policy's
-    decision, a progress notice) the same content with another valid id is
-    not parsed again: only the id is checked, and the frame is that content's
-    frame with the new id (its bytes after the id depend on the content alone).
-    Contents holding containers, floats or a secret are always parsed and
-    encoded (and a secret never remembered); at most :data:`_ACCEPTED_MAX`
-    contents are remembered.  The size limit is checked on every call.
+    drift from what a peer accepts.
     """
     request_id = message.id if m.is_request_id(message.id) else None
-    key = _content_key(message)
-    id_ok = message.id is None or request_id is not None
-    rest = _ACCEPTED.get(key) if key is not None and id_ok else None
-    if rest is not None:
-        data = _frame_head(request_id) + rest
-    else:
-        obj = message.to_json()
-        parse_message(obj, message.direction)
-        try:
-            text = _ENCODER.encode(obj)
-        except ValueError as error:  # an integer in args beyond Python's digit limit
-            raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
-        data = text.encode("utf-8") + b"\n"
-        if key is not None:
-            head = _frame_head(request_id)
-            if data.startswith(head):
-                if len(_ACCEPTED) >= _ACCEPTED_MAX:
-                    _ACCEPTED.clear()
-                _ACCEPTED[key] = data[len(head) :]
+    obj = message.to_json()
+    parse_message(obj, message.direction)
+    try:
+        text = _ENCODER.encode(obj)
+    except ValueError as error:  # an integer in args beyond Python's digit limit
+        raise MessageError(ErrorCode.BAD_REQUEST, str(error), request_id) from error
+    data = text.encode("utf-8") + b"\n"
     if len(data) > max_frame:
         message_text = f"{message.op} message is {len(data)} bytes, the limit is {max_frame}"
         raise MessageError(ErrorCode.FRAME_TOO_LARGE, message_text, request_id)

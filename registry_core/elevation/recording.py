@@ -8,7 +8,6 @@ from typing import Any
 
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditError, AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.audit_quick import LineParts, assemble, quick_parts
 from registry_core.elevation.prompter import ApprovalRequest, Remember
 
 log = logging.getLogger(__name__)
@@ -35,56 +34,9 @@ def record_decision(
     remember: Remember | None,
     reason: str,
 ) -> None:
-    """Append the decision; an unwritable audit file is logged, never fatal to the decision.
-
-    The common record's line is made straight from ``ar`` (no :class:`AuditRecord`,
-    the same bytes: ``audit_quick.py``); anything else goes through the record."""
-    now = _now()
-    line = None
-    parts = line_parts(ar, decision, by, remember, reason)
-    if parts is not None:
-        requester_json = AuditRequester.from_requester(ar.requester).json_text
-        line = assemble(now, ar.id, parts, requester_json)
-    if line is None:
-        line = audit_record(ar, decision, by, remember, reason, now).to_line()
-    write_line(audit, line)
-
-
-def line_parts(
-    ar: ApprovalRequest,
-    decision: m.Decision,
-    by: m.DecidedBy,
-    remember: Remember | None,
-    reason: str,
-) -> LineParts | None:
-    """The common record's line around its time, request id and requester
-    (``audit_quick.quick_parts``); ``None`` for an agent's action or anything
-    the general path must write."""
-    if ar.action is not None:
-        return None
-    return quick_parts(
-        tool=ar.tool,
-        kind=ar.kind,
-        host=ar.host,
-        remote=ar.remote,
-        executable=ar.executable,
-        sha256=ar.sha256,
-        argv=ar.argv,
-        args=ar.args,
-        code=ar.code,
-        decision=decision,
-        by=by,
-        remember=remember,
-        reason=reason,
-        claimed_host=ar.claimed_host,
-        client=ar.client,
-    )
-
-
-def write_line(audit: AuditLog, line: bytes) -> None:
-    """Append one decision's line; an unwritable audit file is logged, never fatal."""
+    """Append the decision; an unwritable audit file is logged, never fatal to the decision."""
     try:
-        audit.append_line(line)
+        audit.append(audit_record(ar, decision, by, remember, reason, _now()))
     except AuditError as exc:
         log.error("could not write the audit log %s: %s", audit.path, exc)
 

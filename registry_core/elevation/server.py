@@ -15,19 +15,16 @@ runs in a task of its own, so one connection may have several in flight.
 When the peer's stream ends, its unanswered requests are cancelled, which
 withdraws their questions (denied, "client gone").
 
-A batch is decided after every read that delivered it, so what a remembered
-decision rests on (the registry snapshot, the executable's sha256, whether
-``policies.yaml`` changed) is checked once per batch (:class:`BatchChecks`
-in ``decision_memo.py``): every change made before a request was sent is
-seen by that request.  The batch's audit records go to the file in one
-``write``, and its replies leave after that write, so no reply precedes its
-record.
+A batch is decided after every read that delivered it, so every change made
+before a request was sent is seen by that request.  The batch's audit
+records go to the file in one ``write``, and its replies leave after that
+write, so no reply precedes its record.
 
 Floods (:mod:`registry_core.elevation.limits`): connections are capped per
 uid and per process, requests in flight per connection, per process and
 per uid; a sandboxed peer also spends the budget of its sandbox and that of
-all sandboxed peers of its uid (finding 8 of containment II: the agent's
-share stays free whatever sandboxed tools do); beyond a cap the peer gets a
+all sandboxed peers of its uid (so the agent's share stays free whatever
+sandboxed tools do); beyond a cap the peer gets a
 typed ``error`` (``too_many_connections``, ``too_many_requests``) naming
 the cap.  The caps every peer has are checked before the peer is read from
 ``/proc``, the sandbox's after.  Refusals and accept errors are logged at
@@ -199,10 +196,6 @@ class _Connection(asyncio.Protocol):
             data = encode(message)
         except m.MessageError as exc:
             data = encode(m.ErrorReply(id=message.id, code=exc.code, message=exc.message))
-        self.write_frame(data)
-
-    def write_frame(self, data: bytes) -> None:
-        """Queue an encoded reply, as :meth:`write` does."""
         if self.server.holding:
             self.server.held_replies.append((self, data))
         else:
@@ -250,10 +243,6 @@ class _Connection(asyncio.Protocol):
                     id=req.id, code=m.ErrorCode.SHUTTING_DOWN, message="the broker is shutting down"
                 )
             elif isinstance(req, m.ElevateRequest):
-                frame = broker.repeat_frame(req, self.requester)
-                if frame is not None:
-                    self.write_frame(frame)
-                    return None
                 first = broker.elevate_now(req, self.requester)
                 if not isinstance(first, m.DecisionReply):
                     return self._answer_later(
@@ -380,24 +369,18 @@ class BrokerServer:
     def drain(self) -> None:
         """Decide every request taken so far, in the order read, in one pass.
 
-        Every read that delivered them came before this pass, so the checks a
-        remembered decision rests on are made once for the batch (``Broker.batch``):
-        a change finished before a request was sent is seen by it.  (A pass at the
-        first read of a step could not stand for the step's later reads: those may
-        deliver requests sent after a change, hence their own pass at its end.)  The batch's
-        audit records are written in one ``write``, then its replies leave: no
-        reply precedes its record, and a busy loop writes the audit file once
-        per batch, not once per decision."""
+        The batch's audit records are written in one ``write``, then its replies
+        leave: no reply precedes its record, and a busy loop writes the audit
+        file once per batch, not once per decision."""
         if self.holding or not self.taken:
             return
         self.holding = True
         self.broker.audit.hold()
         try:
-            with self.broker.batch():
-                while self.taken:
-                    batch, self.taken = self.taken, []
-                    for conn, item in batch:
-                        conn.dispatch(item)
+            while self.taken:
+                batch, self.taken = self.taken, []
+                for conn, item in batch:
+                    conn.dispatch(item)
         finally:
             self.flush()
 

@@ -107,10 +107,9 @@ def _cli(env: dict[str, str], *args: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_ollie_broker_repeats_a_remembered_allow_only_while_it_holds(tmp_path: Path) -> None:
-    """Repeated requests are decided from the broker's memory of the last decision
-    (``decision_memo.py``); a revoke or deny from another process, or an edited
-    executable, is applied to the very next request."""
+def test_ollie_broker_applies_a_remembered_allow_only_while_it_holds(tmp_path: Path) -> None:
+    """A remembered allow decides repeated requests; a revoke or deny from another
+    process, or an edited executable, is applied to the very next request."""
     tools = tmp_path / "tools"
     tools.mkdir()
     exe = tools / "greet"

@@ -197,8 +197,7 @@ def test_a_refused_sandboxed_askpass_logs_whether_a_grant_was_withdrawn(
 
 
 def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup) -> None:
-    """With one registry snapshot, the second decision is repeated from the broker's
-    memory (``decision_memo.py``): the desktop's list of denials must not tell it apart."""
+    """With one registry snapshot for both requests, each decision is listed alike."""
     setup.remember("greet", Remember.DENY_ALWAYS)
     snapshot = setup.loader.load()
     broker = Broker(
@@ -209,15 +208,6 @@ def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup
         config=BrokerConfig(host=HOST),
         denials=setup.denials,
     )
-    repeated: list[bool] = []
-    repeat = broker._repeat
-
-    def watched(*args: Any) -> m.DecisionReply | None:
-        reply = repeat(*args)
-        repeated.append(reply is not None)
-        return reply
-
-    broker._repeat = watched  # type: ignore[method-assign]
 
     async def go() -> list[m.DecisionReply]:
         return [await broker.elevate(setup.request(rid=n), setup.requester) for n in (1, 2)]
@@ -230,4 +220,3 @@ def test_a_remembered_deny_lists_tool_and_host_each_time_it_decides(setup: Setup
         ("greet", HOST, "remembered deny"),
     ]
     assert denials[0].reason == denials[1].reason == replies[0].reason
-    assert repeated == [False, True]  # the second came from memory

@@ -1,4 +1,4 @@
-"""The frame decoder's edges pinned exactly: its words, CRLF, the limit's floor (issue 16).
+"""The frame decoder's edges pinned exactly: its words, CRLF, the limit's floor.
 
 Written against the mutants of ``framing.py``: each test failed on at least one
 of them.
@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 from protocol_helpers import outcome
-from test_frame_memo import FIELDS, line
 
 from registry_core.elevation import messages as m
-from registry_core.elevation.frame_memo import FRAME_REST, FrameMemo
 from registry_core.elevation.framing import FrameDecoder, reply_decoder, request_decoder
 from registry_core.elevation.protocol import parse_reply, parse_request
 
@@ -39,23 +37,6 @@ def test_an_unterminated_object_is_reported_at_its_end_column() -> None:
         assert outcome(decoder.feed(b'{"v":1,"id":1\r\n')) == [
             ("bad_json", "invalid JSON at column 14: Expecting ',' delimiter", None)
         ]
-
-
-def test_a_crlf_repeat_shares_the_lf_frames_memo_entry() -> None:
-    """The memo keys a frame by its bytes after the id without the line ending, so a
-    client ending lines with CRLF repeats the same entry (and decision-memo key)."""
-    memo = FrameMemo()
-    decoder = request_decoder(memo=memo)
-    [first] = decoder.feed(line(b"1", FIELDS) + b"\n")
-    [second] = decoder.feed(line(b"2", FIELDS) + b"\r\n")
-    [third] = request_decoder(memo=memo).feed(line(b"3", FIELDS) + b"\r\n")
-    assert len(memo) == 1
-    assert isinstance(first, m.ElevateRequest) and isinstance(second, m.ElevateRequest)
-    assert isinstance(third, m.ElevateRequest)
-    assert (first.id, second.id, third.id) == (1, 2, 3)
-    rest = line(b"1", FIELDS)[len(b'{"v":1,"id":1') :]
-    assert first.__dict__[FRAME_REST] == second.__dict__[FRAME_REST] == rest
-    assert third.__dict__[FRAME_REST] == rest
 
 
 def test_the_oversize_and_eof_errors_word_for_word() -> None:

@@ -104,7 +104,6 @@ ELEVATE: dict[str, Any] = {
 
 
 def test_code_forbids_only_nul_on_both_paths() -> None:
-    # A timeout sends the request down the field-by-field path, none down the quick one.
     code = "echo XX; printf 'X\\n'\r\n"
     for extra in ({}, {"timeout": 5}):
         request = parse_request(ELEVATE | extra | {"code": code})
@@ -121,23 +120,6 @@ def test_any_timeout_above_zero_is_accepted(seconds: float) -> None:
     assert isinstance(request, m.ElevateRequest)
     assert request.timeout == seconds
     assert type(request.timeout) is float
-
-
-# --- a tree the caller vouches for -------------------------------------------------
-
-
-def test_a_request_tree_is_walked_unless_the_caller_vouches_for_it() -> None:
-    # The walk is the reader's cost to skip (plain_frame): a caller that vouches
-    # is believed, whatever op the frame carries.
-    for obj in (
-        {"v": 1, "id": 5, "op": "ping", "extra": [1.5, float("nan")]},
-        ELEVATE | {"timeout": 5, "extra": {"k": float("inf")}},
-    ):
-        with pytest.raises(m.MessageError) as info:
-            parse_request(obj)
-        assert info.value.code == "bad_request"
-        assert "must be a finite number" in info.value.message
-        assert parse_request(obj, tree_checked=True).id == obj["id"]
 
 
 # --- an action's free text ---------------------------------------------------------
@@ -179,38 +161,7 @@ def test_an_actions_free_text_forbids_only_nul() -> None:
     )
 
 
-# --- which frames the quick elevate path takes -------------------------------------
-
-
-class EnvelopeUsed(Exception):
-    pass
-
-
-def test_a_common_elevate_frame_is_taken_whole_envelope_included(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    expected = parse_request(ELEVATE)
-
-    def envelope(*_args: Any) -> Any:
-        raise EnvelopeUsed
-
-    monkeypatch.setattr(protocol, "_envelope", envelope)
-    assert parse_request(ELEVATE, tree_checked=True) == expected
-    with pytest.raises(EnvelopeUsed):  # only a frame the caller vouches for
-        parse_request(ELEVATE)
-
-
-def test_only_an_elevate_frame_takes_the_quick_path() -> None:
-    # Another op carrying every field of an elevate is that op.
-    for op, expected in (
-        ("ping", m.PingRequest(id=7)),
-        ("status", m.StatusRequest(id=7)),
-        ("open_browser", m.OpenBrowserRequest(id=7)),
-    ):
-        assert parse_request(ELEVATE | {"op": op}, tree_checked=True) == expected
-
-
-def test_an_elevate_tree_is_walked_unless_the_caller_vouches_for_it() -> None:
+def test_an_elevate_tree_is_walked() -> None:
     obj = ELEVATE | {"args": {"n": float("nan")}}
     with pytest.raises(m.MessageError) as info:
         parse_request(obj)
@@ -221,16 +172,13 @@ def test_an_elevate_tree_is_walked_unless_the_caller_vouches_for_it() -> None:
     )
 
 
-@pytest.mark.parametrize("tree_checked", [False, True])
 @pytest.mark.parametrize(
     ("obj", "got"), [([ELEVATE], "an array"), ("elevate", '"elevate"'), (None, "null")]
 )
-def test_a_frame_that_is_no_object_is_refused_in_words(
-    obj: Any, got: str, tree_checked: bool
-) -> None:
+def test_a_frame_that_is_no_object_is_refused_in_words(obj: Any, got: str) -> None:
     for parse in (parse_request, parse_reply):
         with pytest.raises(m.MessageError) as info:
-            parse(obj, tree_checked=tree_checked)
+            parse(obj)
         assert (info.value.code, info.value.message, info.value.request_id) == (
             "bad_json",
             f"a frame must hold a JSON object, got {got}",
@@ -329,15 +277,7 @@ def test_load_frame_keeps_finite_numbers_and_the_last_of_distinct_keys() -> None
     }
 
 
-# --- the encoder's memory ----------------------------------------------------------
-
-
-def test_a_message_class_gets_its_content_getter_once() -> None:
-    getter = protocol._content_getter(m.DecisionReply)
-    assert protocol._content_getter(m.DecisionReply) is getter
-    assert getter[1] == (False, False, False, False, True)  # decision, reason, by, remember, grant
-    reply_ = m.DecisionReply(id=1, decision=m.Decision.ALLOW, reason="r", by=m.DecidedBy.USER)
-    assert getter[0](reply_) == (m.Decision.ALLOW, "r", m.DecidedBy.USER, None, None)
+# --- encoding ----------------------------------------------------------------------
 
 
 def test_an_integer_too_long_to_write_is_refused_with_its_id() -> None:

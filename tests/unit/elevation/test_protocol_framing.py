@@ -5,33 +5,23 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 from protocol_helpers import decoder_for, frame
-from protocol_samples import ELEVATE, GRANT, REPLIES, REQUESTS
+from protocol_samples import ELEVATE, REPLIES, REQUESTS
 
-from registry_core.elevation import protocol
 from registry_core.elevation.framing import FrameDecoder, reply_decoder, request_decoder
 from registry_core.elevation.messages import (
     MAX_FRAME,
-    DecidedBy,
-    Decision,
-    DecisionReply,
     Direction,
     ElevateRequest,
-    ErrorCode,
-    ErrorReply,
     Kind,
-    Message,
     MessageError,
-    PasswordReply,
     PingRequest,
     PongReply,
-    StatusReply,
     UnknownReply,
 )
-from registry_core.elevation.protocol import encode, load_frame, parse_message, parse_request
+from registry_core.elevation.protocol import encode, load_frame, parse_request
 
 # --- encode -------------------------------------------------------------------
 
@@ -73,87 +63,6 @@ def test_encode_refuses_integers_python_cannot_print() -> None:
     with pytest.raises(MessageError) as info:
         encode(huge)
     assert info.value.code == "bad_request"
-
-
-class CountingParse:
-    """Stands in for the protocol module's ``parse_message`` and counts the parses."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.calls = 0
-        monkeypatch.setattr(protocol, "parse_message", self)
-
-    def __call__(self, obj: Any, direction: Direction = Direction.TO_BROKER) -> Message:
-        self.calls += 1
-        return parse_message(obj, direction)
-
-
-def test_encode_parses_a_repeated_content_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(protocol, "_ACCEPTED", {})
-    parses = CountingParse(monkeypatch)
-    reason = "remembered: always"
-    for request_id in (1, "two", 3):
-        reply = DecisionReply(
-            id=request_id, decision=Decision.ALLOW, reason=reason, by=DecidedBy.POLICY
-        )
-        [decoded] = reply_decoder().feed(encode(reply))
-        assert decoded == reply
-    assert parses.calls == 1
-    encode(DecisionReply(id=4, decision=Decision.DENY, reason=reason, by=DecidedBy.POLICY))
-    assert parses.calls == 2
-
-
-def test_a_remembered_content_still_needs_a_valid_id(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(protocol, "_ACCEPTED", {})
-    encode(PongReply(id=1))
-    for bad_id in ("x" * 1000, 2**60, None):
-        with pytest.raises(MessageError, match="'id'"):
-            encode(PongReply(id=bad_id))  # type: ignore[arg-type]
-    encode(ErrorReply(id=1, code=ErrorCode.INTERNAL, message="m"))
-    encode(ErrorReply(id=None, code=ErrorCode.INTERNAL, message="m"))  # errors may have none
-
-
-def test_equal_values_of_other_types_are_validated_afresh(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(protocol, "_ACCEPTED", {})
-    encode(StatusReply(id=1, pending=0, paused=False, version="1"))
-    with pytest.raises(MessageError, match="'paused'"):
-        encode(StatusReply(id=1, pending=0, paused=0, version="1"))  # type: ignore[arg-type]
-    with pytest.raises(MessageError, match="'pending'"):
-        encode(StatusReply(id=1, pending=False, paused=False, version="1"))
-
-
-def test_secrets_are_never_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
-    accepted: dict[Any, None] = {}
-    monkeypatch.setattr(protocol, "_ACCEPTED", accepted)
-    parses = CountingParse(monkeypatch)
-    password = "correct horse battery staple"
-    for _ in range(2):
-        encode(PasswordReply(id=1, password=password))
-        encode(
-            DecisionReply(id=1, decision=Decision.ALLOW, reason="r", by=DecidedBy.USER, grant=GRANT)
-        )
-    assert parses.calls == 4
-    assert password not in repr(accepted)
-    assert GRANT not in repr(accepted)
-    with pytest.raises(MessageError):
-        encode(PasswordReply(id=1, password=password + "\n"))
-
-
-def test_containers_are_always_validated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(protocol, "_ACCEPTED", {})
-    parses = CountingParse(monkeypatch)
-    encode(ELEVATE)
-    encode(ELEVATE)
-    assert parses.calls == 2
-
-
-def test_the_memory_of_accepted_contents_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    accepted: dict[Any, None] = {}
-    monkeypatch.setattr(protocol, "_ACCEPTED", accepted)
-    for n in range(3 * protocol._ACCEPTED_MAX):
-        encode(ErrorReply(id=1, code=ErrorCode.INTERNAL, message=f"m{n}"))
-        assert len(accepted) <= protocol._ACCEPTED_MAX
 
 
 # --- framing -------------------------------------------------------------------

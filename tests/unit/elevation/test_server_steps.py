@@ -1,4 +1,4 @@
-"""The broker server's connection handling without a person (issue 19).
+"""The broker server's connection handling without a person.
 
 Driven step by step on a real event loop with in-memory transports (the
 socket behind each is a real socketpair, so ``SO_PEERCRED`` and ``/proc``
@@ -9,8 +9,8 @@ answer as for a real peer):
   task, no waiting behind an open question;
 - the requests of a step's further reads are decided together: their audit
   records go to the file in one write, and no reply leaves before its own
-  record is in the file; what a remembered decision rests on is checked once
-  for them, after every read that delivered them;
+  record is in the file; they are decided after every read that delivered
+  them;
 - a peer that stops reading its replies stops being read from.
 """
 
@@ -18,17 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from core_helpers import HOST, FakePrompter, Setup, live_broker, run
+from core_helpers import FakePrompter, Setup, live_broker, run
 
 from registry_core.elevation.audit_file import AuditFile
-from registry_core.elevation.decision_memo import BatchChecks
 from registry_core.elevation.limits import FloodLimits
 from registry_core.elevation.policies import PolicyStore
 from registry_core.elevation.prompter import Remember
@@ -203,69 +201,6 @@ def test_a_peer_that_does_not_read_is_not_read_from(
     run(go)
 
 
-class Looks:
-    """The ``lstat`` calls on the policy file and ``stat`` calls on an executable."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, policy: Path, exe: str) -> None:
-        self.policy: list[str] = []
-        self.exe: list[str] = []
-        real_lstat, real_stat = os.lstat, os.stat
-
-        def lstat(path: Any, *args: Any, **kw: Any) -> os.stat_result:
-            if os.fspath(path) == str(policy):
-                self.policy.append(str(path))
-            return real_lstat(path, *args, **kw)
-
-        def stat(path: Any, *args: Any, **kw: Any) -> os.stat_result:
-            if os.fspath(path) == exe:
-                self.exe.append(str(path))
-            return real_stat(path, *args, **kw)
-
-        monkeypatch.setattr(os, "lstat", lstat)
-        monkeypatch.setattr(os, "stat", stat)
-
-    def clear(self) -> None:
-        self.policy.clear()
-        self.exe.clear()
-
-
-def test_a_batch_looks_at_the_policy_file_and_the_executable_once(
-    setup: Setup, pairs: list[socket.socket], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    setup.remember("greet", Remember.ALWAYS)
-    broker, _snapshots = live_broker(setup, FakePrompter())
-    taken: list[int] = []
-    real_registry = broker.registry
-
-    def counting_registry() -> Any:
-        taken.append(1)
-        return real_registry()
-
-    broker.registry = counting_registry
-    server = BrokerServer(broker, setup.audit_path.parent / "s.sock")
-    looks = Looks(monkeypatch, setup.policy_path, setup.exe("greet"))
-
-    async def go() -> list[MemoryTransport]:
-        first, _ = connect(server, setup, pairs)
-        first.data_received(frame(setup, "learn"))
-        await asyncio.sleep(0)  # decided from the policy and remembered
-        clients = [connect(server, setup, pairs) for _ in range(20)]
-        looks.clear()
-        taken.clear()
-        for n, (conn, _transport) in enumerate(clients):
-            conn.data_received(frame(setup, f"c{n}"))
-        await asyncio.sleep(0)
-        return [transport for _conn, transport in clients]
-
-    transports = run(go)
-    for n, transport in enumerate(transports):
-        assert [(r["id"], r["by"]) for r in transport.replies()] == [(f"c{n}", "policy")]
-    # Twenty repeats in two batches (the step's first read, then the 19 others):
-    # one look per batch at each thing they rest on.
-    assert (len(looks.policy), len(looks.exe), len(taken)) == (2, 2, 2)
-    assert len(setup.audit()) == 21
-
-
 def decisions(transport: MemoryTransport) -> list[dict[str, Any]]:
     return [reply for reply in transport.replies() if reply["op"] == "decision"]
 
@@ -292,8 +227,8 @@ def test_a_revoke_between_two_reads_of_one_step_reaches_both_requests(
 
     first_t, second_t = run(go)
     # "a" (the step's first read, sent before the revoke) was decided at once by the
-    # policy; "b" came in a later read of the same step, after the revoke: its batch
-    # looked again, and the person (who says no here) was asked.
+    # policy; "b" came in a later read of the same step, after the revoke: it was
+    # decided without the policy, and the person (who says no here) was asked.
     assert [(r["id"], r["decision"], r["by"]) for r in decisions(first_t)] == [
         ("a", "allow", "policy")
     ]
@@ -325,24 +260,3 @@ def test_a_peer_gone_with_requests_read_has_them_decided_and_recorded(
     assert [(r["tool"], r["decision"], r["by"]) for r in records] == [
         ("greet", "allow", "policy")
     ] * 2
-
-
-def test_a_policy_changed_in_memory_during_a_batch_counts_at_once(setup: Setup) -> None:
-    setup.remember("greet", Remember.ALWAYS)
-    stamp = setup.policies.lookup_stamp("greet", "sandbox", HOST)
-    batch = BatchChecks()
-    assert batch.holds(setup.policies, stamp)
-    assert setup.policies.revoke("greet") == 1  # in this process, as the tray's menu does
-    assert not batch.holds(setup.policies, stamp)
-
-
-def test_a_batch_asks_the_hash_cache_once_per_executable(setup: Setup) -> None:
-    batch = BatchChecks()
-    exe = setup.exe("greet")
-    first = batch.sha256(exe)
-    with open(exe, "a") as f:
-        f.write("# changed after the batch began\n")
-    # Within the batch: the answer of its one look (the change came after every
-    # request of the batch was sent); a new batch looks again.
-    assert batch.sha256(exe) == first
-    assert BatchChecks().sha256(exe) != first

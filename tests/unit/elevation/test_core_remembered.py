@@ -1,12 +1,10 @@
-"""Remembered-policy decisions repeated from memory (``decision_memo.py``, issue 19).
+"""Remembered-policy decisions of a broker that keeps one registry snapshot.
 
 Every test runs a broker whose registry snapshot stays the same object (as the
-headless broker's and the tray's live registries do), so repeats come from the
-memo; it must answer exactly what a fresh decision would, and stop the moment
-anything the decision rested on changes: the policies (in memory, in the file,
-by expiry on either clock), the executable, the registry, pause and shutdown.
-The memo's pieces are in ``test_decision_memo_pieces.py``; where a repeat gives
-way to the general path, in ``test_decision_memo_gives_way.py``.
+headless broker's and the tray's live registries do): a remembered decision
+must answer the same for every request, and change the moment anything it
+rests on changes: the policies (in memory, in the file, by expiry on either
+clock), the executable, the registry, pause and shutdown.
 """
 
 from __future__ import annotations
@@ -28,35 +26,21 @@ from core_helpers import (
     run,
     sudo_request,
 )
-from decision_memo_helpers import without_time
 from policy_helpers import FakeClock
 
-from registry_core.elevation import core
 from registry_core.elevation import messages as m
 from registry_core.elevation.audit import AuditLog
 from registry_core.elevation.denials import DeniedBy
-from registry_core.elevation.facts import RequestFacts
 from registry_core.elevation.policies import PolicyStore, file_sha256
 from registry_core.elevation.prompter import Approval, Remember
-from registry_core.registry import Registry
 
 
-@pytest.fixture
-def gathered(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tools whose facts the broker gathered (a repeat gathers none)."""
-    calls: list[str] = []
-    real = core.gather_facts
-
-    def counting(registry: Registry, req: m.ElevateRequest, **kw: Any) -> RequestFacts:
-        calls.append(req.tool)
-        return real(registry, req, **kw)
-
-    monkeypatch.setattr(core, "gather_facts", counting)
-    return calls
+def without_time(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in ("time", "request_id")}
 
 
-def test_a_repeat_answers_what_a_fresh_decision_answers_and_writes_its_own_audit_line(
-    setup: Setup, tmp_path: Path, gathered: list[str]
+def test_a_repeated_request_gets_the_same_answer_and_its_own_audit_line(
+    setup: Setup, tmp_path: Path
 ) -> None:
     setup.remember("greet", Remember.ALWAYS)
     broker, _ = live_broker(setup, FakePrompter())
@@ -74,7 +58,6 @@ def test_a_repeat_answers_what_a_fresh_decision_answers_and_writes_its_own_audit
         ]
 
     replies = run(go)
-    assert gathered == ["greet", "greet"]  # once per memo key (the sandboxed flag is in it)
     assert [r.id for r in replies] == [1, "two", 3, 4]
     first = replies[0]
     assert isinstance(first, m.DecisionReply)
@@ -90,8 +73,8 @@ def test_a_repeat_answers_what_a_fresh_decision_answers_and_writes_its_own_audit
     assert records[0]["args"] == {"path": "/home/a b", "n": [1, 2.5, None]}
     assert records[0]["client"] == "agent/1"
 
-    # The same decisions made afresh (a new snapshot per request: no repeats) write the
-    # same lines, byte for byte but for the time and the broker's request id.
+    # The same decisions made with a new snapshot per request write the same lines,
+    # but for the time and the broker's request id.
     fresh_path = tmp_path / "fresh.jsonl"
     fresh = setup.broker(FakePrompter())
     fresh.audit = AuditLog(fresh_path)
@@ -105,7 +88,7 @@ def test_a_repeat_answers_what_a_fresh_decision_answers_and_writes_its_own_audit
     assert [without_time(r) for r in fresh_records] == [without_time(r) for r in records[:3]]
 
 
-def test_revoking_in_the_same_store_ends_the_repeats(setup: Setup) -> None:
+def test_revoking_in_the_same_store_applies_at_once(setup: Setup) -> None:
     setup.remember("greet", Remember.ALWAYS)
     prompter = FakePrompter([Approval(False)])
     broker, _ = live_broker(setup, prompter)
@@ -117,7 +100,7 @@ def test_revoking_in_the_same_store_ends_the_repeats(setup: Setup) -> None:
     assert [a.tool for a in prompter.asked] == ["greet"]
 
 
-def test_a_revoke_by_another_process_through_the_file_ends_the_repeats(setup: Setup) -> None:
+def test_a_revoke_by_another_process_through_the_file_applies_at_once(setup: Setup) -> None:
     setup.remember("greet", Remember.ALWAYS)
     prompter = FakePrompter([Approval(False)])
     broker, _ = live_broker(setup, prompter)
@@ -146,24 +129,19 @@ def test_an_allow_turned_into_a_deny_in_the_file_is_applied_at_once(setup: Setup
     assert (reply.decision, reply.remember) == (m.Decision.DENY, "deny_always")
 
 
-def test_a_session_policy_revoked_ends_the_repeats(setup: Setup, gathered: list[str]) -> None:
+def test_a_session_policy_revoked_applies_at_once(setup: Setup) -> None:
     setup.remember("greet", Remember.SESSION)
     prompter = FakePrompter([Approval(False)])
     broker, _ = live_broker(setup, prompter)
     decide(broker, setup, *(setup.request(rid=i) for i in (1, 2, 3)))
     assert prompter.asked == []
-    # Without a policies.yaml every lookup finds the file missing: no change, so the
-    # second and third requests are repeats.
-    assert gathered == ["greet"]
     assert setup.policies.revoke("greet") == 1
     [reply] = decide(broker, setup, setup.request(rid=3))
     assert reply.by is m.DecidedBy.USER
 
 
 @pytest.mark.parametrize("step", ["wall", "monotonic"])
-def test_a_timed_allow_stops_repeating_when_it_expires_on_either_clock(
-    setup: Setup, step: str
-) -> None:
+def test_a_timed_allow_ends_when_it_expires_on_either_clock(setup: Setup, step: str) -> None:
     wall, mono = FakeClock(), FakeClock(100.0)
     store = PolicyStore(setup.policy_path, clock=wall, monotonic=mono)
     exe = setup.exe("greet")
@@ -186,7 +164,7 @@ def test_a_timed_allow_stops_repeating_when_it_expires_on_either_clock(
     assert len(prompter.asked) == 1
 
 
-def test_a_changed_executable_is_not_covered_by_the_repeat(setup: Setup) -> None:
+def test_a_changed_executable_is_not_covered_by_the_allow(setup: Setup) -> None:
     setup.remember("greet", Remember.ALWAYS)
     prompter = FakePrompter([Approval(False)])
     broker, _ = live_broker(setup, prompter)
@@ -210,7 +188,7 @@ def test_a_new_registry_snapshot_is_consulted(setup: Setup) -> None:
     assert caught.value.code is m.ErrorCode.UNKNOWN_TOOL
 
 
-def test_pause_and_shutdown_come_before_any_repeat(setup: Setup) -> None:
+def test_pause_and_shutdown_come_before_the_policy(setup: Setup) -> None:
     setup.remember("greet", Remember.ALWAYS)
     broker, _ = live_broker(setup, FakePrompter())
     decide(broker, setup, setup.request(rid=1), setup.request(rid=2))
@@ -225,7 +203,7 @@ def test_pause_and_shutdown_come_before_any_repeat(setup: Setup) -> None:
     assert (closing.decision, closing.by) == (m.Decision.DENY, m.DecidedBy.SHUTDOWN)
 
 
-def test_every_repeated_deny_is_listed_for_the_desktop(setup: Setup) -> None:
+def test_every_remembered_deny_is_listed_for_the_desktop(setup: Setup) -> None:
     setup.remember("greet", Remember.DENY_ALWAYS)
     broker, _ = live_broker(setup, FakePrompter())
     replies = decide(broker, setup, *(setup.request(rid=i) for i in range(3)))
@@ -236,37 +214,16 @@ def test_every_repeated_deny_is_listed_for_the_desktop(setup: Setup) -> None:
     assert len({d.reason for d in denials}) == 1
 
 
-def test_sudo_allows_are_made_afresh_each_with_its_own_grant(
-    setup: Setup, gathered: list[str]
-) -> None:
+def test_every_remembered_sudo_allow_has_its_own_grant(setup: Setup) -> None:
     setup.remember("rooty", Remember.ALWAYS, kind=m.Kind.SUDO)
     broker, _ = live_broker(setup, FakePrompter())
     replies = decide(broker, setup, sudo_request(setup, 1), sudo_request(setup, 2))
     assert [r.by for r in replies] == [m.DecidedBy.POLICY, m.DecidedBy.POLICY]
     grants = [r.grant for r in replies]
     assert None not in grants and grants[0] != grants[1]
-    assert gathered == ["rooty", "rooty"]
 
 
-def test_forwarded_and_code_requests_are_decided_afresh(setup: Setup, gathered: list[str]) -> None:
-    setup.remember("greet", Remember.ALWAYS)
-    broker, _ = live_broker(setup, FakePrompter([Approval(False)] * 2))
-    remote = dataclasses.replace(
-        setup.requester, remote=True, host="build", tools_dir="/srv/ollie/tools"
-    )
-
-    async def go() -> None:
-        for rid in (1, 2):
-            req = setup.request(rid=rid, argv=("/srv/ollie/tools/greet",))
-            broker.elevate_now(req, remote)
-        for rid in (3, 4):
-            broker.elevate_now(setup.code_request(rid=rid), setup.requester)
-
-    run(go)
-    assert gathered == ["greet", "greet", setup.code_request().tool, setup.code_request().tool]
-
-
-def test_an_unwritable_audit_log_does_not_stop_a_repeat(
+def test_an_unwritable_audit_log_does_not_stop_a_remembered_decision(
     setup: Setup, caplog: pytest.LogCaptureFixture
 ) -> None:
     setup.remember("greet", Remember.ALWAYS)
