@@ -49,7 +49,7 @@ bench: $(STAMP)
 
 # Mutation testing of the broker, sandbox/, dispatch/ and the approval dialog (slow:
 # hours on two cores; not part of `make test`).  MUTANTS='glob' restricts the run,
-# e.g. MUTANTS='registry_core.elevation.grants*'.  `make mutate-report`: the table.
+# e.g. MUTANTS='registry_core.broker.decide.grants*'.  `make mutate-report`: the table.
 mutate: $(STAMP)
 	$(BIN)/pip install --quiet 'mutmut>=3.8.1'
 	QT_QPA_PLATFORM=offscreen $(BIN)/mutmut run --max-children $(or $(MUTATE_JOBS),2) $(MUTANTS)

@@ -14,9 +14,9 @@ from typing import Any
 
 from _broker_wire import LineClient, elevate_frame
 
-from registry_core.elevation.limits import FloodLimits
-from registry_core.elevation.prompter import Approval, ApprovalRequest
-from registry_core.elevation.prompters.none import NonePrompter
+from registry_core.broker.ask.none import NonePrompter
+from registry_core.broker.question import Approval, ApprovalRequest
+from registry_core.broker.serve.flood import FloodLimits
 
 FLOOD_TARGET = 2.0  # flooded p50 / quiet p50
 

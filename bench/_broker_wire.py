@@ -8,7 +8,7 @@ import json
 import socket
 from pathlib import Path
 
-from registry_core.elevation.policies import file_sha256
+from registry_core.broker.remember.policies import file_sha256
 from registry_core.pinned import approved_argv
 from registry_core.trusted import find_trusted
 

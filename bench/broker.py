@@ -31,7 +31,7 @@ informational).  Three measurements:
 
 The tools are written just before the run, and the broker hashes an
 executable changed in the last two seconds on every request
-(:class:`~registry_core.elevation.facts.Sha256Cache`); installed tools are
+(:class:`~registry_core.broker.decide.facts.Sha256Cache`); installed tools are
 older, so the run waits that long first.
 
 Usage::
@@ -63,15 +63,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from registry_core.elevation.audit import AuditLog  # noqa: E402
-from registry_core.elevation.core import Broker, BrokerConfig  # noqa: E402
-from registry_core.elevation.facts import SHA256  # noqa: E402
-from registry_core.elevation.limits import FloodLimits  # noqa: E402
-from registry_core.elevation.messages import Kind  # noqa: E402
-from registry_core.elevation.policies import PolicyStore, file_sha256  # noqa: E402
-from registry_core.elevation.prompter import Remember  # noqa: E402
-from registry_core.elevation.prompters.none import NonePrompter  # noqa: E402
-from registry_core.elevation.server import BrokerServer  # noqa: E402
+from registry_core.broker.ask.none import NonePrompter  # noqa: E402
+from registry_core.broker.decide.core import Broker, BrokerConfig  # noqa: E402
+from registry_core.broker.decide.facts import SHA256  # noqa: E402
+from registry_core.broker.question import Remember  # noqa: E402
+from registry_core.broker.record.audit import AuditLog  # noqa: E402
+from registry_core.broker.remember.policies import PolicyStore, file_sha256  # noqa: E402
+from registry_core.broker.serve.flood import FloodLimits  # noqa: E402
+from registry_core.broker.serve.server import BrokerServer  # noqa: E402
+from registry_core.broker.wire.messages import Kind  # noqa: E402
 from registry_core.registry import RegistryLoader  # noqa: E402
 from registry_core.registry.live import LiveRegistry  # noqa: E402
 

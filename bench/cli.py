@@ -1,4 +1,4 @@
-"""Benchmark: the agent's whole-process path through ``ollie-tools`` (issue 19).
+"""Benchmark: the agent's whole-process path through ``ollie-tools``.
 
 In one run, in interleaved rounds (drift hits every contender alike), each a
 whole process started with ``subprocess.run``:

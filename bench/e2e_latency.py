@@ -66,8 +66,8 @@ import pytest  # noqa: E402
 
 from ollie_tray.dialogs.real_input import ACCEPT_SYNTHETIC_ENV, ACCEPT_SYNTHETIC_VALUE  # noqa: E402
 from registry_core import paths  # noqa: E402
-from registry_core.elevation import messages as m  # noqa: E402
-from registry_core.elevation.client import BrokerClient, broker_alive  # noqa: E402
+from registry_core.broker.wire import messages as m  # noqa: E402
+from registry_core.broker.wire.client import BrokerClient, broker_alive  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TOOL = "write_protected_note"

@@ -52,7 +52,7 @@ def rss_kib(pid: int) -> int:
 
 def ping(socket_path: Path) -> None:
     """Block until the broker on ``socket_path`` answers a ping (the app is fully up)."""
-    from registry_core.elevation.client import BrokerClient
+    from registry_core.broker.wire.client import BrokerClient
 
     with BrokerClient(socket_path, timeout=30) as client:
         if not client.ping():

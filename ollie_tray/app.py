@@ -30,27 +30,27 @@ from ollie_tray.dialogs.real_input import build_judge
 from ollie_tray.icons import app_icon
 from ollie_tray.keyring_consent import KeyringConsent, consent_file
 from ollie_tray.notify import Notifier
-from ollie_tray.prompter import PrompterSettings, QtPrompter
+from ollie_tray.qt_prompter import PrompterSettings, QtPrompter
 from ollie_tray.remote_hosts import RemoteHosts
-from ollie_tray.secrets import PasswordVault
+from ollie_tray.secret_store import PasswordVault
 from ollie_tray.signals import SignalBridge
 from ollie_tray.sni.qt_tray import SniTray
 from ollie_tray.state_report import STATE_FILE_ENV, StateReport
 from ollie_tray.tray import TrayActions, TrayIcon
 from ollie_tray.windows.common import count_text
 from registry_core import paths
-from registry_core.cli.gates import askpass_program
-from registry_core.dispatch import Dispatcher
-from registry_core.elevation.audit import AuditLog, audit_log_from_env
-from registry_core.elevation.core import Broker, BrokerConfig, Pending
-from registry_core.elevation.denials import Denial, DenialBatcher, DenialLog
-from registry_core.elevation.gates import BrokerGate
-from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.server import (
+from registry_core.broker.decide.core import Broker, BrokerConfig, Pending
+from registry_core.broker.decide.denials import Denial, DenialBatcher, DenialLog
+from registry_core.broker.record.audit import AuditLog, audit_log_from_env
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.broker.serve.server import (
     BrokerAlreadyRunningError,
     BrokerServer,
     SocketSetupError,
 )
+from registry_core.dispatch import Dispatcher
+from registry_core.dispatch.broker_gate import BrokerGate
+from registry_core.dispatch.gate_choice import askpass_program
 from registry_core.errors import ElevationError
 from registry_core.registry import RegistryLoader
 from registry_core.registry.live import LiveRegistry

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core import paths
-from registry_core.elevation.policy_file import write_atomic
+from registry_core.broker.remember.policy_file import write_atomic
 from registry_core.errors import PolicyError
 
 log = logging.getLogger(__name__)

@@ -19,15 +19,15 @@ from pathlib import Path
 from ollie_tray import settings
 from ollie_tray.settings import TraySettings
 from registry_core import paths
-from registry_core.cli.argparser import add_version
-from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient
-from registry_core.elevation.limits import raise_fd_limit
-from registry_core.elevation.listen import (
+from registry_core.broker.serve.flood import raise_fd_limit
+from registry_core.broker.serve.listen import (
     BrokerAlreadyRunningError,
     SocketSetupError,
     bind_socket,
 )
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.client import BrokerClient
+from registry_core.cli.argparser import add_version
 from registry_core.errors import BrokerUnavailableError
 from registry_core.logsetup import PLAIN_FORMAT, setup_logging
 from registry_core.secure import harden_process

@@ -1,7 +1,7 @@
 """Desktop notifications for approval requests (``org.freedesktop.Notifications``).
 
 A :class:`Notifier` tells the person that a request is waiting: one
-notification per pending :class:`~registry_core.elevation.prompter.ApprovalRequest`
+notification per pending :class:`~registry_core.broker.question.ApprovalRequest`
 with the actions *Review* (opens the approval dialog; clicking the
 notification body, the ``default`` action, does the same) and *Deny*.
 Approval itself never happens in a notification.  The notification is closed
@@ -45,11 +45,11 @@ from typing import Any, Protocol
 from dbus_fast import Message, MessageType, Variant
 
 from ollie_tray.app_id import APP_ID
-from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.denials import Denial, summary_text
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
-from registry_core.elevation.prompters.chars import reveal
+from registry_core.broker.ask.chars import reveal
+from registry_core.broker.decide.denials import Denial, summary_text
+from registry_core.broker.peer.confinement import SANDBOX_LABEL
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 log = logging.getLogger(__name__)
 

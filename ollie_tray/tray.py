@@ -14,8 +14,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon, QWidget
 
 from ollie_tray.icons import TrayState, state_icon
-from registry_core.elevation.core import Pending
-from registry_core.elevation.denials import Denial
+from registry_core.broker.decide.core import Pending
+from registry_core.broker.decide.denials import Denial
 
 
 @dataclass

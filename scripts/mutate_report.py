@@ -1,7 +1,7 @@
 """Per-module kill rates of the last ``make mutate`` runs (read from ``mutants/``).
 
 Usage: ``python scripts/mutate_report.py [GLOB ...]`` (globs over module paths such
-as ``registry_core/elevation/policies.py``; default: every mutated module).
+as ``registry_core/broker/remember/policies.py``; default: every mutated module).
 
 Killed counts mutants a test failed on, timeouts and crashes; the rate is
 killed / (killed + survived + no tests).  Mutants not checked yet are counted

@@ -41,8 +41,8 @@ from PySide6.QtWidgets import (
 from ollie_tray.browser.arg_editors import arg_specs, box
 from ollie_tray.browser.model import BADGE_COLORS, RowStatus, ToolRow
 from ollie_tray.icons import icon
-from registry_core.elevation.policies import Policy, PolicyStore
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policies import Policy, PolicyStore
 from registry_core.errors import PolicyError, ToolChangedError
 from registry_core.registry import ConditionResult, Resolution, Tool
 

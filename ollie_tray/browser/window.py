@@ -56,8 +56,8 @@ from ollie_tray.browser.whatif import (
 )
 from ollie_tray.icons import app_icon
 from ollie_tray.windows.common import closable, count_text
+from registry_core.broker.remember.policies import PolicyStore
 from registry_core.dispatch import Dispatcher
-from registry_core.elevation.policies import PolicyStore
 from registry_core.errors import ToolChangedError
 from registry_core.registry import Registry, RegistryLoader, Tool
 

@@ -15,9 +15,8 @@ from PySide6.QtWidgets import QLineEdit, QVBoxLayout, QWidget
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
-from registry_core.elevation.action_flow import DETAIL_DIFFERS
-from registry_core.elevation.messages import ActionDisplay, PatternKind
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.question import DETAIL_DIFFERS, ApprovalRequest
+from registry_core.broker.wire.messages import ActionDisplay, PatternKind
 
 PATTERN_CAPTION = {
     PatternKind.PROGRAM: "Remember for the program",

@@ -59,10 +59,10 @@ from ollie_tray.dialogs.real_input import (
     default_judge,
     synthetic_input_banner,
 )
-from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
+from registry_core.broker.decide.core import QueueInfo
+from registry_core.broker.peer.confinement import SANDBOX_LABEL
+from registry_core.broker.question import Approval, ApprovalRequest, Remember
+from registry_core.broker.wire.messages import Kind
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class ApprovalDialog(QDialog):
             | Qt.WindowType.WindowCloseButtonHint
         )
         self.setAccessibleName(f"Approve {c.visible(request.tool)}?")
-        # Fits a half-screen tile of a 1280x800 screen (tiling compositors, issue 14);
+        # Fits a half-screen tile of a 1280x800 screen (tiling compositors);
         # long values wrap or scroll inside their boxes.
         self.setMinimumWidth(560)
         self.setMaximumWidth(900)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
-from registry_core.elevation.prompters.text import approval_covers
+from registry_core.broker.ask.text import approval_covers
+from registry_core.broker.peer.confinement import SANDBOX_LABEL
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 
 def explanation(request: ApprovalRequest) -> str:

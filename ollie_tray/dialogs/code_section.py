@@ -16,13 +16,13 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.prompters.request_view import (
+from registry_core.broker.ask.request_view import (
     agent_name,
     code_view,
     process_chain,
     risk_flags,
 )
+from registry_core.broker.peer.identity import Requester
 
 CODE_LINES = 14
 """Lines of code the box shows before it scrolls (then a marker says how many more)."""

@@ -7,7 +7,7 @@ process (argv, args, command lines, code), so it is treated as hostile text:
 * :func:`visible` replaces control and invisible formatting characters
   (bidi overrides, zero-width spaces, Hangul fillers, the braille blank,
   combining marks on ASCII…: the shared rule of
-  :mod:`registry_core.elevation.prompters.chars`) with a visible
+  :mod:`registry_core.broker.ask.chars`) with a visible
   ``<U+XXXX>`` so the text cannot reorder or hide itself on screen;
 * long values go into the read-only, height-limited boxes of
   :mod:`ollie_tray.dialogs.textboxes`, so a huge value cannot push the
@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from registry_core.elevation.prompters.chars import reveal
+from registry_core.broker.ask.chars import reveal
 
 RED = "#c62828"
 RED_DARK = "#8e0000"

@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs import textboxes as t
 from ollie_tray.dialogs.real_input import synthetic_input_banner
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import PasswordAnswer, PasswordRequest
+from registry_core.broker.question import PasswordAnswer, PasswordRequest
+from registry_core.broker.wire.messages import Kind
 
 NO_KEYRING_TIP = "No keyring (Secret Service or KWallet) is available on this desktop"
 

@@ -3,10 +3,10 @@
 ``ollie-approve`` asks the person about an agent's own action (a shell command,
 a file edit, a fetch: the broker's ``action`` request kind); "remember" stores
 an answer keyed by agent + agent tool + a pattern (``program``, ``path`` or
-``exact``; see :mod:`registry_core.elevation.actions`).  This panel lists
+``exact``; see :mod:`registry_core.broker.remember.action_rules`).  This panel lists
 those rules, the ones of this session (kept only by the running broker) and
 the stored ones (``action-policies.json``), and revokes the selected ones
-through the broker's own :class:`~registry_core.elevation.actions.ActionRuleStore`,
+through the broker's own :class:`~registry_core.broker.remember.action_rules.ActionRuleStore`,
 so the next such action is asked about again.  ``ollie-tools policy actions``
 and ``forget-action`` are the same on the command line (session rules aside).
 """
@@ -36,9 +36,9 @@ from ollie_tray.windows.common import (
     expires_text,
     status_label,
 )
-from registry_core.elevation.actions import ActionRule
-from registry_core.elevation.messages import PatternKind
-from registry_core.elevation.policy_file import iso_time
+from registry_core.broker.remember.action_rules import ActionRule
+from registry_core.broker.remember.policy_file import iso_time
+from registry_core.broker.wire.messages import PatternKind
 
 COLUMNS = ("Agent", "Agent's tool", "Covers", "Pattern", "Decision", "Expires")
 KIND_TEXT = {

@@ -38,9 +38,9 @@ from ollie_tray.windows.common import (
     status_label,
     window_layout,
 )
-from registry_core.elevation.audit import AuditError, AuditRecord
-from registry_core.elevation.confinement import SANDBOX_LABEL
-from registry_core.elevation.messages import Decision
+from registry_core.broker.peer.confinement import SANDBOX_LABEL
+from registry_core.broker.record.audit import AuditError, AuditRecord
+from registry_core.broker.wire.messages import Decision
 
 COLUMNS = ("Time", "Tool", "Kind", "Host", "Decision", "By", "Requester", "Reason")
 DECISION_COLUMN = 4

@@ -1,7 +1,7 @@
 """What the tray's table windows (Policies, Audit) share.
 
 :class:`DecisionTableModel` is a read-only table model over a snapshot list
-of rows that each carry a :class:`~registry_core.elevation.messages.Decision`
+of rows that each carry a :class:`~registry_core.broker.wire.messages.Decision`
 (the decision column is coloured green or red); :func:`decision_table` and
 :func:`status_label` build the view and the status line the same way in both
 windows, and :func:`window_layout` gives them the same margins.  All of it
@@ -36,8 +36,8 @@ from PySide6.QtWidgets import (
 )
 
 from ollie_tray.dialogs import common as c
-from registry_core.elevation.messages import Decision
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.wire.messages import Decision
 
 Index = QModelIndex | QPersistentModelIndex
 

@@ -1,7 +1,7 @@
 """The Policies window: the remembered elevation decisions, with revoke and change duration.
 
 Every edit goes through the :class:`PolicySource` (in the app, the same
-:class:`~registry_core.elevation.policies.PolicyStore` the broker and
+:class:`~registry_core.broker.remember.policies.PolicyStore` the broker and
 ``ollie-tools policy`` use, which writes ``policies.yaml`` atomically and
 notices edits made elsewhere).  The table is a model over a snapshot of
 ``store.list()``; :meth:`PoliciesWindow.refresh` takes a new snapshot.  The
@@ -44,15 +44,15 @@ from ollie_tray.windows.common import (
     window_layout,
 )
 from ollie_tray.windows.policy_editor import PolicyChoice, PolicyEditor
-from registry_core.elevation.messages import Decision, Kind
-from registry_core.elevation.policy_build import (
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policy_build import (
     UnknownToolError,
     allow_policy,
     check_known,
     deny_policies,
 )
-from registry_core.elevation.policy_file import Policy, PolicyKey, iso_time
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.remember.policy_file import Policy, PolicyKey, iso_time
+from registry_core.broker.wire.messages import Decision, Kind
 from registry_core.errors import OllieError, PolicyError
 from registry_core.registry import Registry
 

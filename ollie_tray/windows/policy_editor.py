@@ -2,7 +2,7 @@
 
 The person picks a tool (from the registry, or types a name), allow or deny,
 the kind, the host and, for an allow, how long.  What that becomes is decided
-by :mod:`registry_core.elevation.policy_build`, exactly as for
+by :mod:`registry_core.broker.remember.policy_build`, exactly as for
 ``ollie-tools policy allow|deny``: an allow is bound to the tool's executable
 and sha256 as they are now; a name the registry does not know is refused.
 The dialog only collects the choice (:meth:`PolicyEditor.choice`); the window
@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from registry_core.elevation.messages import Decision, Kind
-from registry_core.elevation.policy_build import ALLOW_DURATIONS
-from registry_core.elevation.policy_file import Policy
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policy_build import ALLOW_DURATIONS
+from registry_core.broker.remember.policy_file import Policy
+from registry_core.broker.wire.messages import Decision, Kind
 
 KIND_DEFAULT = "default"
 

@@ -19,7 +19,7 @@ from registry_core.paths import policies_file
 
 
 def _store(env: dict[str, str]) -> Any:
-    from registry_core.elevation.actions import RULES_FILE, ActionRuleStore
+    from registry_core.broker.remember.action_rules import RULES_FILE, ActionRuleStore
 
     def warn(message: str) -> None:
         print(f"ollie-tools: warning: {message}", file=sys.stderr)

@@ -1,10 +1,10 @@
 """``ollie-approve``: a person's yes (in the tray) for coding agents' own actions.
 
 A Claude Code ``PreToolUse`` hook by default (``--json`` for the generic
-contract; both in :mod:`registry_core.agents.hook` and ``docs/hooks.md``).
+contract; both in :mod:`registry_core.hook.tool_call` and ``docs/hooks.md``).
 One tool call in, one decision out:
 
-- the rules file (:mod:`registry_core.agents.scope`) says ``pass``: no decision,
+- the rules file (:mod:`registry_core.hook.scope`) says ``pass``: no decision,
   the agent's own prompt handles it (``ask`` in ``--json`` mode);
 - else the action goes to the broker as an ``action`` request: the broker's
   ``allow`` → ``allow``, its ``deny`` → ``deny`` with the reason;
@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import TextIO
 
 from registry_core import paths
-from registry_core.agents.facts import ActionFacts, action_facts
-from registry_core.agents.formats import FORMATS, Decision, HookEvent, hook_format
-from registry_core.agents.hook import CLAUDE_CODE, ToolCall
-from registry_core.agents.scope import Scope, load_rules, rules_path
+from registry_core.broker.wire import messages as m
 from registry_core.cli.argparser import add_version
-from registry_core.elevation import messages as m
 from registry_core.errors import AgentActionError, BrokerUnavailableError
+from registry_core.hook.actions import ActionFacts, action_facts
+from registry_core.hook.formats import FORMATS, Decision, HookEvent, hook_format
+from registry_core.hook.scope import Scope, load_rules, rules_path
+from registry_core.hook.tool_call import CLAUDE_CODE, ToolCall
 from registry_core.logsetup import setup_logging
 
 DEFAULT_TIMEOUT = 55.0  # under Claude Code's 60 s hook timeout
@@ -63,7 +63,7 @@ def ask_broker(
     socket_path: Path, call: ToolCall, facts: ActionFacts, timeout: float
 ) -> tuple[Decision, str]:
     """(decision, reason) from the broker; ``ask`` whenever none could be had."""
-    from registry_core.elevation.client import BrokerClient
+    from registry_core.broker.wire.client import BrokerClient
 
     request = _request(call, facts, timeout)
     try:

@@ -24,10 +24,10 @@ import sys
 from collections.abc import Sequence
 
 from registry_core import paths
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.client import APPROVAL_WAIT, WAIT_ENV, BrokerClient
 from registry_core.cli.argparser import add_version
-from registry_core.elevation import messages as m
-from registry_core.elevation.client import APPROVAL_WAIT, WAIT_ENV, BrokerClient
-from registry_core.elevation.gates import GRANT_ENV
+from registry_core.dispatch.broker_gate import GRANT_ENV
 from registry_core.errors import BrokerUnavailableError
 from registry_core.logsetup import setup_logging
 from registry_core.secure import harden_process

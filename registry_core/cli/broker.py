@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from registry_core import paths
+from registry_core.broker.ask.choose import FRONT_ENDS
+from registry_core.broker.decide.core import BrokerConfig
+from registry_core.broker.headless import build_broker
+from registry_core.broker.serve.flood import raise_fd_limit
+from registry_core.broker.serve.server import BrokerServer
 from registry_core.cli.argparser import add_version
-from registry_core.elevation.assembly import build_broker
-from registry_core.elevation.core import BrokerConfig
-from registry_core.elevation.limits import raise_fd_limit
-from registry_core.elevation.prompters.select import FRONT_ENDS
-from registry_core.elevation.server import BrokerServer
 from registry_core.errors import ElevationError
 from registry_core.logsetup import setup_logging
 from registry_core.remote.identify import make_identifier

@@ -69,8 +69,8 @@ def read_args(spec: str | None, stdin: TextIO) -> Any:
 
 def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     # Imported here: `ollie-tools list/show/check` start without jsonschema or the sandbox.
-    from registry_core.cli.gates import askpass_program, make_gate
     from registry_core.dispatch import CallOptions, Dispatcher
+    from registry_core.dispatch.gate_choice import askpass_program, make_gate
 
     try:
         call_args = read_args(args.args, sys.stdin)

@@ -35,11 +35,11 @@ from pathlib import Path
 from types import FrameType
 
 from registry_core import paths
+from registry_core.broker.wire.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
 from registry_core.cli.argparser import add_version
+from registry_core.dispatch.broker_gate import InProcessGate, choose_gate
 from registry_core.dispatch.gate import ElevationRequest, Kind
 from registry_core.dispatch.tether import run_tethered
-from registry_core.elevation.gates import InProcessGate, choose_gate
-from registry_core.elevation.messages import MAX_TIMEOUT, REQUEST_CODE_TOOL
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
 from registry_core.logsetup import setup_logging
 from registry_core.pinned import clean_env

@@ -3,7 +3,7 @@
 stdio by default: the client starts this command and speaks JSON-RPC on its
 stdin/stdout (``docs/mcp.md``); nothing else may write to stdout, so every
 message of ours goes to stderr.  ``--http``: streamable HTTP on localhost
-with a per-start token (:mod:`registry_core.mcp.http`).
+with a per-start token (:mod:`registry_core.mcp.http_server`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def cmd_mcp(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
     )
     try:
         if args.http:
-            from registry_core.mcp.http import serve_http
+            from registry_core.mcp.http_server import serve_http
 
             asyncio.run(serve_http(server, args.port, env))
         else:

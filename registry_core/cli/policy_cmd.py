@@ -16,16 +16,16 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
+from registry_core.broker.question import Remember
+from registry_core.broker.wire.messages import Decision, Kind
 from registry_core.cli.jsonout import write_json
 from registry_core.cli.render import table
-from registry_core.elevation.messages import Decision, Kind
-from registry_core.elevation.prompter import Remember
 from registry_core.errors import OllieError, PolicyError
 from registry_core.paths import audit_file, policies_file, scan_cache_dir, tools_path
 
 if TYPE_CHECKING:
-    from registry_core.elevation.audit import AuditRecord
-    from registry_core.elevation.policies import Policy, PolicyStore
+    from registry_core.broker.record.audit import AuditRecord
+    from registry_core.broker.remember.policies import Policy, PolicyStore
     from registry_core.registry import Registry
 
 # The policy store, audit log and registry are imported by the handlers that use
@@ -48,7 +48,7 @@ def _warn(message: str) -> None:
 
 
 def _store(env: dict[str, str]) -> PolicyStore:
-    from registry_core.elevation.policies import PolicyStore
+    from registry_core.broker.remember.policies import PolicyStore
 
     return PolicyStore(policies_file(env), on_problem=_warn)
 
@@ -107,7 +107,7 @@ def known_tool(env: dict[str, str], name: str, *, force: bool) -> bool:
     rule for a tool nobody has is almost always a typo, so it is refused unless
     ``force``, and then the person is told the tool is unknown.
     """
-    from registry_core.elevation.policy_build import UnknownToolError, check_known
+    from registry_core.broker.remember.policy_build import UnknownToolError, check_known
 
     try:
         check_known(_registry(env), name, ":".join(str(d) for d in tools_path(env)))
@@ -127,7 +127,7 @@ def _registry(env: dict[str, str]) -> Registry:
 
 
 def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.policy_build import allow_policy
+    from registry_core.broker.remember.policy_build import allow_policy
 
     try:
         if not known_tool(env, args.tool, force=args.force):
@@ -151,7 +151,7 @@ def cmd_policy_allow(args: argparse.Namespace, env: dict[str, str], out: TextIO)
 
 
 def cmd_policy_deny(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.policy_build import deny_policies
+    from registry_core.broker.remember.policy_build import deny_policies
 
     try:
         known_tool(env, args.tool, force=args.force)
@@ -202,7 +202,7 @@ def audit_text(records: list[AuditRecord]) -> str:
 
 
 def cmd_audit(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
-    from registry_core.elevation.audit import audit_log_from_env
+    from registry_core.broker.record.audit import audit_log_from_env
 
     try:
         tail = audit_log_from_env(audit_file(env), env).read_tail(args.tail)

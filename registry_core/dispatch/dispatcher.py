@@ -71,7 +71,7 @@ from registry_core.sandbox.guard import guard_broker_socket
 from registry_core.sandbox.limits import CallLimits, call_limits, set_rlimits, stopped_by_limit
 from registry_core.sandbox.mounts import TMP
 from registry_core.sandbox.pinning import PinnedDirectory, pinned, same_directory
-from registry_core.sandbox.profile import MAX_PROFILE_BYTES
+from registry_core.sandbox.profiles import MAX_PROFILE_BYTES
 from registry_core.sandbox.protected import refuse_protected_rules
 from registry_core.sandbox.scope import (
     Scope,
@@ -431,7 +431,7 @@ class Dispatcher:
 
     def _pinned(self, executable: str) -> tuple[str, str]:
         """The trusted ``python3`` of the pinned exec and ``executable``'s sha256 now."""
-        from registry_core.elevation.policies import file_sha256  # the elevated path only
+        from registry_core.broker.remember.policies import file_sha256  # the elevated path only
 
         python = trusted_program("python3") if self.python is None else self.python
         sha256 = file_sha256(executable)

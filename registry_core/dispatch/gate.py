@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
-from registry_core.elevation.kinds import Kind
+from registry_core.broker.wire.kinds import Kind
 from registry_core.errors import ElevationDeniedError, UntrustedProgramError
 from registry_core.pinned import approved_argv
 from registry_core.trusted import trusted_program
@@ -100,7 +100,7 @@ def require_askpass(askpass: str | None) -> str:
     """The askpass program of a sudo run; :class:`UntrustedProgramError` without one.
 
     It is Ollie's own console script, found in Ollie's installation (see
-    :func:`registry_core.cli.gates.askpass_program`), never on ``PATH``.  Without
+    :func:`registry_core.dispatch.gate_choice.askpass_program`), never on ``PATH``.  Without
     it, ``sudo -A`` would run whatever the caller's ``SUDO_ASKPASS`` names and hand
     it the grant, so a sudo call is refused before anyone is asked.
     """

@@ -3,7 +3,7 @@
 Built on the official ``mcp`` SDK (no protocol code of our own) and placed
 beside :mod:`registry_core.cli`: above :mod:`registry_core.dispatch` (every
 ``tools/call`` runs through the same :class:`~registry_core.dispatch.Dispatcher`
-as ``ollie-tools call``) and :mod:`registry_core.elevation` (elevated and sudo
+as ``ollie-tools call``) and :mod:`registry_core.broker` (elevated and sudo
 tools ask the broker, labelled with the MCP client's name).
 
 - :mod:`.listing`: registry tools → MCP tool definitions (pure);

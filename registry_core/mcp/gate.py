@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from registry_core import paths
+from registry_core.broker.wire.client import BrokerClient, broker_alive, broker_label
+from registry_core.dispatch.broker_gate import BrokerGate
 from registry_core.dispatch.gate import Authorization, ElevationRequest
-from registry_core.elevation.client import BrokerClient, broker_alive, broker_label
-from registry_core.elevation.gates import BrokerGate
 from registry_core.errors import ElevationDeniedError
 from registry_core.mcp.cancel import CANCELLED, CallCanceller
 

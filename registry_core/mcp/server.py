@@ -29,9 +29,9 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 
-from registry_core.cli.gates import askpass_program, this_host
 from registry_core.dispatch import CallOptions, CallResult, Dispatcher
 from registry_core.dispatch.dispatcher import DEFAULT_TIMEOUT
+from registry_core.dispatch.gate_choice import askpass_program, this_host
 from registry_core.errors import (
     ArgumentsError,
     ElevationDeniedError,

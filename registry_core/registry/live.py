@@ -1,8 +1,7 @@
 """A registry snapshot kept current by file-system events: the brokers' registry.
 
 Both brokers, the headless ``ollie-broker`` and the tray's, ask for the
-registry on every request through :meth:`LiveRegistry.current` (issue 19:
-one refresh rule, one piece of code).  Instead of rescanning every tools
+registry on every request through :meth:`LiveRegistry.current`.  Instead of rescanning every tools
 directory each time, it loads once and then feeds what inotify reports
 (:mod:`registry_core.registry.watch`) to :meth:`RegistryLoader.refresh`: a
 request costs one non-blocking read of the inotify descriptor, an edit

@@ -9,7 +9,7 @@ own record, never from the remote's words: a request's ``host`` field is then
 only what the remote *claims* (shown as such).
 
 This is the broker's ``identify`` hook (``BrokerServer(identify=...)``): it
-calls :func:`~registry_core.elevation.identity.describe_peer` as usual and
+calls :func:`~registry_core.broker.peer.identity.describe_peer` as usual and
 only relabels the result.
 """
 
@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from registry_core.elevation.identity import Requester, describe_peer
+from registry_core.broker.peer.identity import Requester, describe_peer
 from registry_core.remote.state import Connection, all_connections, process_alive
 
 Identify = Callable[[int, int, int, str], Requester]
@@ -90,7 +90,7 @@ def label_remote(requester: Requester, directory: Path) -> Requester:
 
 
 def make_identifier(directory: Path) -> Identify:
-    """The ``identify`` hook for :class:`~registry_core.elevation.server.BrokerServer`."""
+    """The ``identify`` hook for :class:`~registry_core.broker.serve.server.BrokerServer`."""
 
     def identify(pid: int, uid: int, gid: int, host: str) -> Requester:
         return label_remote(describe_peer(pid, uid, gid, host), directory)

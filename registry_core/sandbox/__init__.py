@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     )
     from registry_core.sandbox.landlock import PreparedSandbox, abi_version
     from registry_core.sandbox.ldd import LddResolver, LddResult
-    from registry_core.sandbox.profile import (
+    from registry_core.sandbox.profiles import (
         Access,
         LogLevel,
         NetworkMode,
@@ -65,15 +65,15 @@ _WHERE = {
     "abi_version": "landlock",
     "LddResolver": "ldd",
     "LddResult": "ldd",
-    "Access": "profile",
-    "LogLevel": "profile",
-    "NetworkMode": "profile",
-    "SandboxProfile": "profile",
-    "install_default_profile": "profile",
-    "load_profile": "profile",
-    "load_profile_file": "profile",
-    "parse_profile": "profile",
-    "parse_profile_text": "profile",
+    "Access": "profiles",
+    "LogLevel": "profiles",
+    "NetworkMode": "profiles",
+    "SandboxProfile": "profiles",
+    "install_default_profile": "profiles",
+    "load_profile": "profiles",
+    "load_profile_file": "profiles",
+    "parse_profile": "profiles",
+    "parse_profile_text": "profiles",
     "EnforcementReport": "report",
     "Gap": "report",
     "SkippedPath": "report",

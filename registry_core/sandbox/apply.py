@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from registry_core.errors import LandlockUnavailableError, SandboxError
 from registry_core.sandbox import landlock
 from registry_core.sandbox.landlock import FsAccess, NetAccess, PreparedSandbox, RulesetBuilder
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
 

@@ -36,7 +36,7 @@ from registry_core.sandbox.landlock import PreparedSandbox
 from registry_core.sandbox.limits import CallLimits
 from registry_core.sandbox.mounts import View, plan_view
 from registry_core.sandbox.pinning import OpenedPaths, PinnedDirectory
-from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.profiles import NetworkMode
 from registry_core.sandbox.report import Gap, SkippedPath
 from registry_core.sandbox.rules import EffectiveRules
 from registry_core.trusted import SYSTEM_DIRS, find_trusted

@@ -19,7 +19,7 @@ from registry_core.sandbox.contain import missing_bwrap_gap
 from registry_core.sandbox.limits import call_limits, format_size
 from registry_core.sandbox.mounts import plan_view, view_rows
 from registry_core.sandbox.pinning import OpenedPaths, pin_directory
-from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.profiles import NetworkMode
 from registry_core.sandbox.report import Gap
 from registry_core.sandbox.rules import EffectiveRules
 from registry_core.sandbox.scope import ENFORCED_BY as SCOPE_ENFORCED_BY

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from registry_core import paths
 from registry_core.errors import BrokerSocketExposedError, SandboxError
-from registry_core.sandbox.profile import Access
+from registry_core.sandbox.profiles import Access
 from registry_core.sandbox.rules import EffectiveRules, PathRule
 
 _WRITABLE = (Access.RW, Access.RWX)

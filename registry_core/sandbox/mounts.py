@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from registry_core.sandbox.pinning import OpenedPaths
-from registry_core.sandbox.profile import Access
+from registry_core.sandbox.profiles import Access
 from registry_core.sandbox.rules import EffectiveRules, PathRule
 
 TMP = "/tmp"  # noqa: S108 - the tool's private /tmp, not a host temporary file

@@ -33,7 +33,7 @@ from typing import Any
 
 from registry_core.safe_open import read_own_cache, write_own_cache
 from registry_core.sandbox.limits import LimitsSection
-from registry_core.sandbox.profile import (
+from registry_core.sandbox.profiles import (
     AdvancedSection,
     FilesystemSection,
     GeneralSection,
@@ -57,7 +57,7 @@ def fingerprint() -> str:
     if not _FINGERPRINT:
         here = Path(__file__).resolve().parent
         parts = [f"{FORMAT} {VERSION} {sys.version}"]
-        files = [here / f for f in ("profile.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
+        files = [here / f for f in ("profiles.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
         spec = importlib.util.find_spec("yaml")
         if spec is not None and spec.origin:
             files.append(Path(spec.origin))  # holds PyYAML's __version__

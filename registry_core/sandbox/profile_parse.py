@@ -1,4 +1,4 @@
-"""Reading a sandbox profile's YAML (see :mod:`registry_core.sandbox.profile`).
+"""Reading a sandbox profile's YAML (see :mod:`registry_core.sandbox.profiles`).
 
 Apart so that loading a profile whose parse is remembered
 (:mod:`registry_core.sandbox.profile_cache`) does not import a YAML parser.
@@ -15,7 +15,7 @@ from yaml.nodes import Node, SequenceNode
 from registry_core.errors import ProfileError
 from registry_core.sandbox import limits as lim
 from registry_core.sandbox import yamlnodes as yn
-from registry_core.sandbox.profile import (
+from registry_core.sandbox.profiles import (
     _LANDRUN_LEVELS,
     _LEGACY_LEVELS,
     DEFAULT_LOG_LEVEL,

@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 from registry_core import paths
 from registry_core.errors import ProtectedPathError, SandboxError
-from registry_core.sandbox.profile import Access, SandboxProfile
+from registry_core.sandbox.profiles import Access, SandboxProfile
 from registry_core.sandbox.rules import UnresolvedTemplateError, expand_path
 
 WRITABLE = (Access.RW, Access.RWX)

@@ -40,7 +40,7 @@ from registry_core.paths import (
 )
 from registry_core.sandbox.ldd import LddResolver, LddResult
 from registry_core.sandbox.limits import LimitsSection
-from registry_core.sandbox.profile import Access, LogLevel, NetworkMode, SandboxProfile
+from registry_core.sandbox.profiles import Access, LogLevel, NetworkMode, SandboxProfile
 from registry_core.sandbox.report import SkippedPath
 
 _TEMPLATE_RE = re.compile(r"\{([A-Z_][A-Z0-9_]*)\}")

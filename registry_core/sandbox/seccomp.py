@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from registry_core.safe_open import read_own_cache, write_own_cache
-from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.profiles import NetworkMode
 from registry_core.sandbox.report import Gap
 
 PACKAGE = "libseccomp2"

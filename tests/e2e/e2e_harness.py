@@ -51,7 +51,7 @@ import desktop_session as ds  # noqa: E402
 import e2e_driver as drv  # noqa: E402
 
 from ollie_tray.dialogs.real_input import ACCEPT_SYNTHETIC_ENV, ACCEPT_SYNTHETIC_VALUE  # noqa: E402
-from registry_core.elevation.client import broker_alive  # noqa: E402
+from registry_core.broker.wire.client import broker_alive  # noqa: E402
 
 REPO = HERE.parents[1]
 VENV_BIN = Path(sys.executable).parent

@@ -102,7 +102,7 @@ def probe(path: str, out: int) -> None:
     become_sandboxed()
     from pathlib import Path
 
-    from registry_core.elevation.client import BrokerClient
+    from registry_core.broker.wire.client import BrokerClient
 
     try:
         with BrokerClient(Path(path), timeout=5.0, connect_timeout=5.0) as client:

@@ -33,19 +33,19 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.core import Broker, BrokerConfig
-from registry_core.elevation.limits import FloodLimits
-from registry_core.elevation.policies import PolicyStore, file_sha256
-from registry_core.elevation.prompter import (
+from registry_core.broker.ask.text import approval_text
+from registry_core.broker.decide.core import Broker, BrokerConfig
+from registry_core.broker.question import (
     Approval,
     ApprovalRequest,
     PasswordAnswer,
     PasswordRequest,
     Remember,
 )
-from registry_core.elevation.prompters.text import approval_text
-from registry_core.elevation.server import BrokerServer
+from registry_core.broker.record.audit import AuditLog
+from registry_core.broker.remember.policies import PolicyStore, file_sha256
+from registry_core.broker.serve.flood import FloodLimits
+from registry_core.broker.serve.server import BrokerServer
 from registry_core.pinned import approved_argv
 from registry_core.registry import RegistryLoader
 from registry_core.trusted import trusted_program

@@ -1,4 +1,4 @@
-"""Three processes remembering agents' action rules at once lose none (issue 16).
+"""Three processes remembering agents' action rules at once lose none.
 
 ``action-policies.json`` is rewritten by the tray's broker, ``ollie-broker`` and
 ``ollie-tools action-policy``, each with its own :class:`ActionRuleStore`.  A
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from harness_procs import run_together
 
-from registry_core.elevation.actions import ActionRuleStore
-from registry_core.elevation.messages import PatternKind
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.action_rules import ActionRuleStore
+from registry_core.broker.wire.messages import PatternKind
 from registry_core.file_lock import LockTimeoutError
 
 ROUNDS = 100
@@ -30,9 +30,9 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from registry_core.elevation.actions import ActionRuleStore
-    from registry_core.elevation.messages import PatternKind
-    from registry_core.elevation.prompter import Remember
+    from registry_core.broker.remember.action_rules import ActionRuleStore
+    from registry_core.broker.wire.messages import PatternKind
+    from registry_core.broker.question import Remember
 
     path, name, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     store = ActionRuleStore(path)

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from scripted_broker import FakePrompter, audit_records, live_server
 
-from registry_core.elevation.messages import ActionDisplay, PatternKind
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
+from registry_core.broker.wire.messages import ActionDisplay, PatternKind
 
 APPROVE = Path(sys.executable).parent / "ollie-approve"
 DENIED = 77

@@ -202,8 +202,8 @@ print("done")
 AGENT_PROBE = """
 import json, os
 from pathlib import Path
-from registry_core.elevation.client import probe_broker
-from registry_core.elevation.gates import choose_gate
+from registry_core.broker.wire.client import probe_broker
+from registry_core.dispatch.broker_gate import choose_gate
 state = probe_broker(Path(os.environ["OLLIE_ELEVATE_SOCKET"]))
 gate = choose_gate(os.environ)
 print(json.dumps({"state": state.value, "gate": type(gate).__name__,
@@ -473,7 +473,7 @@ def test_a_real_ollie_tools_call_refuses_a_profile_opening_ollies_configuration(
 def test_a_sandboxed_tool_holding_connections_cannot_starve_the_agent(
     dirs: UserDirs, tools: Path, start_broker: Any
 ) -> None:
-    from registry_core.elevation.limits import FloodLimits
+    from registry_core.broker.serve.flood import FloodLimits
 
     start_broker({"approvals": []})
     work = dirs.root / "work"

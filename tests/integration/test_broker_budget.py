@@ -30,10 +30,10 @@ import pytest
 from harness_procs import stop_process
 from scripted_broker import FakePrompter, ServerThread, live_server, run_argv
 
-from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient, BrokerState, probe_broker
-from registry_core.elevation.limits import FloodLimits
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
+from registry_core.broker.serve.flood import FloodLimits
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.client import BrokerClient, BrokerState, probe_broker
 
 pytestmark = [pytest.mark.slow]
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from scripted_broker import FakePrompter, audit_records, elevate_message, live_server, run_argv
 
-from registry_core.elevation.limits import FloodLimits
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.policies import file_sha256
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
+from registry_core.broker.remember.policies import file_sha256
+from registry_core.broker.serve.flood import FloodLimits
+from registry_core.broker.wire.messages import Kind
 
 CLIENTS = 500
 EXPECTED = {

@@ -1,4 +1,4 @@
-"""The broker and its clients under faults, with real processes (issue 16).
+"""The broker and its clients under faults, with real processes.
 
 FIFOs where the broker's files belong (defect 3), a stopped broker and a
 bounded client (defect 5), SIGHUP (defect 7), and brokers started at the same
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from harness_procs import stop_process
 
-from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient, BrokerNotRespondingError
-from registry_core.elevation.listen import socket_is_live
+from registry_core.broker.serve.listen import socket_is_live
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.client import BrokerClient, BrokerNotRespondingError
 
 BROKER = "from registry_core.cli.broker import main_entry; main_entry()"
 TOOLS = "from registry_core.cli.tools import main_entry; main_entry()"

@@ -29,7 +29,7 @@ import pytest
 from harness_procs import stop_process
 from scripted_broker import RawClient
 
-from registry_core.elevation.limits import FloodLimits
+from registry_core.broker.serve.flood import FloodLimits
 
 pytestmark = [pytest.mark.realstack, pytest.mark.slow]
 

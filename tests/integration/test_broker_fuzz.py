@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_broker import FakePrompter, RawClient, ServerThread, elevate_message, live_server
 
-from registry_core.elevation import messages as m
-from registry_core.elevation.prompter import Approval, Remember
-from registry_core.elevation.protocol import load_frame, parse_reply
+from registry_core.broker.question import Approval, Remember
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.codec import load_frame, parse_reply
 
 _counter = itertools.count()
 

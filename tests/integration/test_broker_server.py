@@ -29,12 +29,12 @@ from scripted_broker import (
     make_broker,
 )
 
+from registry_core.broker.question import Approval, Remember
+from registry_core.broker.serve.server import BrokerAlreadyRunningError, SocketSetupError
+from registry_core.broker.wire.client import BrokerClient, broker_alive
+from registry_core.broker.wire.messages import Kind
+from registry_core.dispatch.broker_gate import BrokerGate
 from registry_core.dispatch.gate import ElevationRequest
-from registry_core.elevation.client import BrokerClient, broker_alive
-from registry_core.elevation.gates import BrokerGate
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import Approval, Remember
-from registry_core.elevation.server import BrokerAlreadyRunningError, SocketSetupError
 from registry_core.errors import BrokerUnavailableError, ElevationDeniedError
 
 NOBODY = 65534

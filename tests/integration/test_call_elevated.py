@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from scripted_broker import FakePrompter, ServerThread, audit_records, live_server
 
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
 from registry_core.paths import resources_dir
 from registry_core.pinned import pinned_argv
 from registry_core.sandbox import abi_version
@@ -201,7 +201,7 @@ def test_no_broker_and_no_front_end_is_a_clear_denial(env: Env) -> None:
     assert not (env.home / PROOF).exists()
 
 
-# --- what runs is what was approved (issue 29, findings 2 and 3) -------------------
+# --- what runs is what was approved -------------------
 #
 # A sandboxed tool can write its working directory, and an agent's environment often
 # points into it (an activated .venv/bin, direnv).  None of that decides what an

@@ -23,7 +23,7 @@ from scripted_broker import (
     server_without_tools,
 )
 
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
 from registry_core.trusted import find_trusted
 
 ELEVATE = Path(sys.executable).parent / "ollie-elevate"

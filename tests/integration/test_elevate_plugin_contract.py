@@ -22,7 +22,7 @@ import pytest
 from plugin_harness import DEADLINE, SPAWNER, alive, read_to_eof, wait_all_gone, wait_for_file
 from scripted_broker import FakePrompter, ServerThread, live_server, server_without_tools
 
-from registry_core.elevation.prompter import Approval
+from registry_core.broker.question import Approval
 
 ELEVATE = Path(sys.executable).parent / "ollie-elevate"
 DENIED = 77

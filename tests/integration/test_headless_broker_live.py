@@ -1,4 +1,4 @@
-"""The real headless ``ollie-broker`` keeps its registry live (issue 19).
+"""The real headless ``ollie-broker`` keeps its registry live.
 
 It scans the tools once at start and then follows file-system events: a tool
 installed while it runs is known to the next request, an edited one is seen

@@ -27,7 +27,7 @@ import pytest
 import secretstorage
 from keyring.backends import SecretService, fail
 
-from ollie_tray.secrets import SERVICE, PasswordVault
+from ollie_tray.secret_store import SERVICE, PasswordVault
 
 pytestmark = pytest.mark.realstack
 
@@ -145,7 +145,7 @@ def test_no_secret_service_is_not_available(
 
 _CHILD = """
 import json, sys
-from ollie_tray.secrets import PasswordVault
+from ollie_tray.secret_store import PasswordVault
 v = PasswordVault()
 result = {"available": v.available(), "backend": type(v._backend).__module__}
 result["stored"] = v.store("alice", "buildhost", sys.argv[1])

@@ -26,7 +26,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import McpError
 from scripted_broker import FakePrompter, audit_records, live_server
 
-from registry_core.elevation.prompter import Approval, Remember
+from registry_core.broker.question import Approval, Remember
 
 TOOLS_CLI = Path(sys.executable).parent / "ollie-tools"
 CLIENT = "test-agent"
@@ -471,7 +471,7 @@ def test_elevated_tools_decided_by_a_headless_broker_and_its_policies(env: Env) 
     """``ollie-broker --front-end none``: nobody to ask, so remembered policies decide."""
     import subprocess
 
-    from registry_core.elevation.client import broker_alive
+    from registry_core.broker.wire.client import broker_alive
 
     environ = env.environ()
     for verb, tool in (("allow", "touch_home"), ("deny", "root_tool")):

@@ -21,10 +21,10 @@ from dbus_fast.aio import MessageBus
 
 from ollie_tray.app_id import APP_ID
 from ollie_tray.notify import Notifier
-from registry_core.elevation.denials import Denial, DeniedBy
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.decide.denials import Denial, DeniedBy
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 pytestmark = pytest.mark.realstack
 
@@ -147,7 +147,7 @@ def test_request_raised_shows_a_notification_and_decided_closes_it(
             (entry,) = await eventually(shown_for(desktop, "Approve deploy?"), bool)
             assert int(entry["id"]) == nid
             assert entry["app_name"] == "Ollie Tray"
-            assert entry["urgency"] == "CRITICAL"  # escape requests are critical too (issue 14)
+            assert entry["urgency"] == "CRITICAL"  # escape requests are critical too
             assert entry["desktop_entry"] == APP_ID
             assert "Asks to run outside the sandbox as you." in entry["body"]
             assert "Requester: /usr/bin/agent (pid 4242)" in entry["body"]

@@ -1,4 +1,4 @@
-"""Three processes rewriting ``policies.yaml`` at once lose nothing (issue 16, defect 1).
+"""Three processes rewriting ``policies.yaml`` at once lose nothing.
 
 Each writer is a real process with its own :class:`PolicyStore` (as the broker,
 the tray and ``ollie-tools policy`` each have one); each remembers its own
@@ -18,9 +18,9 @@ import pytest
 import yaml
 from harness_procs import run_together
 
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.broker.wire.messages import Kind
 from registry_core.errors import PolicyError
 
 ROUNDS = 100
@@ -30,8 +30,8 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from registry_core.elevation.policies import PolicyStore
-    from registry_core.elevation.prompter import Remember
+    from registry_core.broker.remember.policies import PolicyStore
+    from registry_core.broker.question import Remember
 
     path, name, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     try:

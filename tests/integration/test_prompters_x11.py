@@ -38,9 +38,10 @@ from typing import Any
 import pytest
 from harness_procs import stop_process
 
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import ActionDisplay, Kind, PatternKind
-from registry_core.elevation.prompter import (
+from registry_core.broker.ask.kdialog import KDialogPrompter
+from registry_core.broker.ask.zenity import ZenityPrompter
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import (
     ActionDetails,
     Approval,
     ApprovalRequest,
@@ -48,8 +49,7 @@ from registry_core.elevation.prompter import (
     PasswordRequest,
     Remember,
 )
-from registry_core.elevation.prompters.kdialog import KDialogPrompter
-from registry_core.elevation.prompters.zenity import ZenityPrompter
+from registry_core.broker.wire.messages import ActionDisplay, Kind, PatternKind
 
 pytestmark = [pytest.mark.realstack, pytest.mark.slow]
 

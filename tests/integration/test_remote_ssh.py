@@ -32,9 +32,9 @@ import ssh_harness
 from scripted_broker import FakePrompter, RawClient, audit_records, make_broker
 from ssh_harness import World, state_of, wait_connected
 
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.prompter import Approval, ApprovalRequest, PasswordRequest, Remember
-from registry_core.elevation.server import BrokerServer
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import Approval, ApprovalRequest, PasswordRequest, Remember
+from registry_core.broker.serve.server import BrokerServer
 from registry_core.paths import resources_dir
 from registry_core.remote.identify import make_identifier
 
@@ -57,7 +57,7 @@ ELEVATED_META = {"description": "Report who runs it (outside the sandbox).", "el
 PING = """
 import os
 from registry_core import paths
-from registry_core.elevation.client import BrokerClient
+from registry_core.broker.wire.client import BrokerClient
 with BrokerClient(paths.elevate_socket(os.environ), timeout=10) as client:
     print("pong" if client.ping() else "no pong")
 """

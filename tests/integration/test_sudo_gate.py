@@ -164,8 +164,8 @@ REQUESTER = textwrap.dedent(
     """
     import json, os, subprocess, sys
     from pathlib import Path
-    from registry_core.elevation import messages as m
-    from registry_core.elevation.client import BrokerClient
+    from registry_core.broker.wire import messages as m
+    from registry_core.broker.wire.client import BrokerClient
     from registry_core.trusted import trusted_program
 
     mode, exe, askpass = sys.argv[1:4]

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from registry_core.cli.gates import askpass_program
+from registry_core.broker.ask.dialog_process import DialogError, DialogProcesses
+from registry_core.broker.ask.kdialog import KDialogPrompter
+from registry_core.broker.ask.zenity import ZenityPrompter
 from registry_core.dispatch import Authorization, CallOptions, Dispatcher, ElevationRequest
-from registry_core.elevation.prompters import DialogError, DialogProcesses
-from registry_core.elevation.prompters.kdialog import KDialogPrompter
-from registry_core.elevation.prompters.zenity import ZenityPrompter
+from registry_core.dispatch.gate_choice import askpass_program
 from registry_core.registry import RegistryLoader
 from registry_core.trusted import find_trusted
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from registry_core import paths
-from registry_core.elevation.policies import PolicyStore
-from registry_core.sandbox.profile import load_profile
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.sandbox.profiles import load_profile
 
 
 def test_ollie_cfg_path_wins_over_xdg_config_home(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""``make mutate`` keeps measuring the approval dialog (issue 16).
+"""``make mutate`` keeps measuring the approval dialog.
 
 mutmut's default isolation runs several pytest sessions in its own process,
 and Qt does not survive a second one: the tray tests had to be left out, and

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from registry_core import paths
-from registry_core.cli.gates import askpass_program
+from registry_core.dispatch.gate_choice import askpass_program
 
 
 def _exe(path: Path, mode: int = 0o755) -> Path:

@@ -28,7 +28,7 @@ from registry_core.safe_open import (
     read_own_cache,
     read_regular,
 )
-from registry_core.sandbox.profile import load_profile_file
+from registry_core.sandbox.profiles import load_profile_file
 
 KINDS = ["fifo", "device", "symlink", "directory", "huge"]
 

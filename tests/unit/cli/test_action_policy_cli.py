@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.action_rules import RULES_FILE, ActionRuleStore
+from registry_core.broker.wire.messages import PatternKind
 from registry_core.cli import tools
-from registry_core.elevation.actions import RULES_FILE, ActionRuleStore
-from registry_core.elevation.messages import PatternKind
-from registry_core.elevation.prompter import Remember
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """``ollie-askpass`` writes to stdout (the pipe sudo reads as the password) only a password.
 
 Cancel, refusal, a broken or silent broker: nothing on stdout, status 1, a
-reason on stderr (issue 16 guard; before, only a real-sudo test noticed).  The
+reason on stderr.  The
 program runs as a real process against a scripted socket.
 """
 

@@ -1,4 +1,4 @@
-"""``ollie-tools call``'s own parser gives argparse's answer or steps aside (issue 19).
+"""``ollie-tools call``'s own parser gives argparse's answer or steps aside.
 
 An agent's call is parsed without importing and building argparse
 (:func:`registry_core.cli.call_cmd.fast_parse`).  Whatever it accepts must be

@@ -1,4 +1,4 @@
-"""``--json`` output: compact (C encoder) into a pipe, indented on a terminal (issue 19)."""
+"""``--json`` output: compact (C encoder) into a pipe, indented on a terminal."""
 
 from __future__ import annotations
 

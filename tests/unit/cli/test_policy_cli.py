@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from registry_core.broker.question import Remember
+from registry_core.broker.record.audit import AuditLog, AuditRecord, AuditRequester
+from registry_core.broker.remember.policies import Policy, PolicyStore, file_sha256
+from registry_core.broker.wire.messages import DecidedBy, Decision, Kind
 from registry_core.cli import policy_cmd, tools
-from registry_core.elevation.audit import AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.messages import DecidedBy, Decision, Kind
-from registry_core.elevation.policies import Policy, PolicyStore, file_sha256
-from registry_core.elevation.prompter import Remember
 from registry_core.paths import audit_file, policies_file
 
 META: dict[str, Any] = {"description": "d", "args": {"type": "object"}}

@@ -1,4 +1,4 @@
-"""An ``error`` reply from the broker is a denial, and nothing runs (issue 16 guard).
+"""An ``error`` reply from the broker is a denial, and nothing runs.
 
 A real Unix socket served by a thread that answers every request with an
 ``error`` message of one code; the real :class:`BrokerGate` and dispatcher.
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from dispatch_helpers import MARKER, Stack
 
-from registry_core.elevation.gates import BrokerGate
-from registry_core.elevation.messages import ErrorCode
+from registry_core.broker.wire.messages import ErrorCode
+from registry_core.dispatch.broker_gate import BrokerGate
 from registry_core.errors import ElevationDeniedError
 
 

@@ -18,7 +18,7 @@ from dispatch_helpers import ECHO, ENV_DUMP, HAS_LANDLOCK, MARKER, SHIPPED_PROFI
 from registry_core.dispatch import sandbox_path, validate_args
 from registry_core.errors import ArgumentsError
 from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule
-from registry_core.sandbox.profile import NetworkMode
+from registry_core.sandbox.profiles import NetworkMode
 
 # --- stdin / stdout / exit codes ---------------------------------------------
 

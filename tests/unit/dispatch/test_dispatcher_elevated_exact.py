@@ -1,4 +1,4 @@
-"""Elevated and sudo calls through the real dispatcher, pinned exactly (issue 16).
+"""Elevated and sudo calls through the real dispatcher, pinned exactly.
 
 An approved elevated call runs outside the sandbox; a sudo call runs
 ``sudo -A`` through a ``sudo`` stand-in injected by its absolute path

@@ -1,4 +1,4 @@
-"""The dispatcher pinned exactly (issue 16): every refusal word for word, both sandbox paths.
+"""The dispatcher pinned exactly: every refusal word for word, both sandbox paths.
 
 Runs the real :class:`Dispatcher` on small tools in an isolated environment
 (see dispatch_helpers.py): the Landlock-only path (the ``find_bwrap`` hook
@@ -35,7 +35,7 @@ from registry_core.registry import Registry
 from registry_core.registry.model import Status, Tool
 from registry_core.sandbox import Access, EffectiveRules, NetworkPolicy, PathRule, SandboxCache
 from registry_core.sandbox.contain import find_bwrap
-from registry_core.sandbox.profile import MAX_PROFILE_BYTES, NetworkMode
+from registry_core.sandbox.profiles import MAX_PROFILE_BYTES, NetworkMode
 
 NO_NAMESPACES = (
     "namespaces: bwrap (bubblewrap) is not installed in a system directory Ollie trusts: "

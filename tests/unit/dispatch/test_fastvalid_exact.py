@@ -1,4 +1,4 @@
-"""The fast path is exact on the keywords it implements, and unsure on everything else (issue 16).
+"""The fast path is exact on the keywords it implements, and unsure on everything else.
 
 test_fastvalid.py proves the fast path sound (it never accepts what jsonschema
 rejects); these tests prove it complete on its own subset: for schemas made

@@ -1,4 +1,4 @@
-"""``validate_args`` pinned exactly (issue 16): every refusal word for word.
+"""``validate_args`` pinned exactly: every refusal word for word.
 
 Runs the real argument check on small tools of a real registry (see
 dispatch_helpers.py): which error of several is named, the path of a nested

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from registry_core.elevation import client
-from registry_core.elevation.client import broker_label, program_of
+from registry_core.broker.wire import client
+from registry_core.broker.wire.client import broker_label, program_of
 
 
 def _proc(tmp_path: Path, pid: int, *argv: str) -> Path:

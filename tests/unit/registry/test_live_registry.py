@@ -1,4 +1,4 @@
-"""LiveRegistry: one scan, then file-system events; never a rescan per request (issue 19)."""
+"""LiveRegistry: one scan, then file-system events; never a rescan per request."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def test_a_directory_that_appears_later_is_watched(tmp_path: Path) -> None:
 
 
 def test_the_headless_broker_keeps_one_snapshot_between_requests(tmp_path: Path) -> None:
-    from registry_core.elevation.assembly import build_broker
+    from registry_core.broker.headless import build_broker
 
     tools = tmp_path / "tools"
     tools.mkdir()

@@ -1,4 +1,4 @@
-"""Hostile ``.meta`` files make one broken tool each, never a crash or a hang (issue 16)."""
+"""Hostile ``.meta`` files make one broken tool each, never a crash or a hang."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``RegistryLoader.lookup(name)`` builds exactly the tool a full scan builds (issue 19).
+"""``RegistryLoader.lookup(name)`` builds exactly the tool a full scan builds.
 
 A property over generated tools trees: several directories in search order,
 tool files that are fine, hidden (no variant matches), broken (bad JSON, an

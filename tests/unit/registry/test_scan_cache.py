@@ -420,7 +420,7 @@ def test_ollie_tools_show_and_dump_retry_once_on_a_newer_snapshot(
         "_registry",
         lambda _env: snapshots.pop() if snapshots else loader(tools, env, None).load(),
     )
-    # ``show`` looks the one tool up (issue 19): it reads that file now, never a stale scan.
+    # ``show`` looks the one tool up: it reads that file now, never a stale scan.
     monkeypatch.setenv("OLLIE_TOOLS_PATH", str(tools))
     out = io.StringIO()
     assert tools_cli.main(["show", "plain", "--json"], out=out) == 0

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from registry_core.elevation.identity import Requester
+from registry_core.broker.peer.identity import Requester
 from registry_core.remote.identify import carrier, label_remote, make_identifier
 from registry_core.remote.state import Connection, write_connection
 

@@ -14,18 +14,18 @@ from typing import Any
 
 import pytest
 
-from registry_core.elevation import messages as m
-from registry_core.elevation.audit import AuditLog
-from registry_core.elevation.core import Broker, BrokerConfig
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.prompter import (
+from registry_core.broker.decide.core import Broker, BrokerConfig
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import (
     Approval,
     ApprovalRequest,
     PasswordAnswer,
     PasswordRequest,
     Remember,
 )
+from registry_core.broker.record.audit import AuditLog
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.broker.wire import messages as m
 from registry_core.pinned import pinned_argv
 from registry_core.registry import RegistryLoader
 
@@ -200,7 +200,7 @@ def test_remote_sudo_asks_for_the_remote_accounts_password(tmp_path: Path, tools
 
 
 def test_the_claim_is_shown_as_a_claim(tmp_path: Path, tools: Path) -> None:
-    from registry_core.elevation.prompters.text import approval_text
+    from registry_core.broker.ask.text import approval_text
 
     prompter = FakePrompter(Approval(False))
     b = broker(tmp_path, tools, prompter)

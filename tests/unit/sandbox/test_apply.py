@@ -11,7 +11,7 @@ import pytest
 from registry_core.errors import LandlockUnavailableError, SandboxError
 from registry_core.sandbox.apply import ACCESS_RIGHTS, SandboxCache, gaps, prepare, sandbox_env
 from registry_core.sandbox.landlock import FILE_ONLY_ACCESS, FsAccess, fs_access_for_abi
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 

@@ -21,7 +21,7 @@ from registry_core.errors import LandlockUnavailableError, SandboxError
 from registry_core.sandbox import landlock
 from registry_core.sandbox.apply import SandboxCache, gaps, prepare, sandbox_env
 from registry_core.sandbox.landlock import PreparedSandbox
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.report import EnforcementReport, Gap
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 

@@ -32,7 +32,7 @@ from registry_core.sandbox.contain import (
 )
 from registry_core.sandbox.landlock import FILE_ONLY_ACCESS, PreparedSandbox
 from registry_core.sandbox.mounts import View, plan_view
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.report import EnforcementReport, Gap
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 from registry_core.trusted import find_trusted

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from registry_core.sandbox.describe import describe, format_text
-from registry_core.sandbox.profile import parse_profile
+from registry_core.sandbox.profiles import parse_profile
 from registry_core.sandbox.rules import EffectiveRules, effective_rules
 
 

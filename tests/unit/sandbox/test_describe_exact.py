@@ -14,7 +14,7 @@ import pytest
 
 from registry_core.sandbox import landlock, seccomp
 from registry_core.sandbox.describe import describe, format_text
-from registry_core.sandbox.profile import Access, LogLevel, NetworkMode
+from registry_core.sandbox.profiles import Access, LogLevel, NetworkMode
 from registry_core.sandbox.report import SkippedPath
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 

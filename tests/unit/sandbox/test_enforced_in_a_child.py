@@ -1,4 +1,4 @@
-"""The sandbox really restricts a real child process (issue 16 guard, unit level).
+"""The sandbox really restricts a real child process.
 
 The integration suite proves Landlock in depth; this small copy runs with the
 unit tests, so a mutation of ``registry_core/sandbox`` that stops enforcing

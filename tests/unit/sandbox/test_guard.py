@@ -9,7 +9,7 @@ import pytest
 from registry_core import paths
 from registry_core.errors import BrokerSocketExposedError, SandboxError
 from registry_core.sandbox.guard import exposing_rule, guard_broker_socket, refuse_exposed_socket
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 

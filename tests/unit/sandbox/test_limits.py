@@ -8,7 +8,7 @@ import pytest
 
 from registry_core.errors import ProfileError
 from registry_core.sandbox import limits as lim
-from registry_core.sandbox.profile import parse_profile_text
+from registry_core.sandbox.profiles import parse_profile_text
 from registry_core.sandbox.rules import effective_rules
 
 

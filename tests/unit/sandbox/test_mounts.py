@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.sandbox.mounts import plan_view
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 

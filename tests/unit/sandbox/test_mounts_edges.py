@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.sandbox.mounts import View, beneath, plan_view, view_rows
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 

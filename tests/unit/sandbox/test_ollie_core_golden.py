@@ -26,7 +26,7 @@ import pytest
 
 from registry_core.errors import ProfileError
 from registry_core.sandbox.apply import sandbox_env
-from registry_core.sandbox.profile import NetworkMode, parse_profile_text
+from registry_core.sandbox.profiles import NetworkMode, parse_profile_text
 from registry_core.sandbox.rules import EffectiveRules, effective_rules
 
 GOLDEN = json.loads((Path(__file__).parent / "ollie_core_golden.json").read_text())

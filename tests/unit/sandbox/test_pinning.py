@@ -16,7 +16,7 @@ from registry_core.sandbox.pinning import (
     pinned,
     same_directory,
 )
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 
 

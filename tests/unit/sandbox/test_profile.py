@@ -1,4 +1,4 @@
-"""Tests of sandbox profile loading and validation (registry_core.sandbox.profile)."""
+"""Tests of sandbox profile loading and validation (registry_core.sandbox.profiles)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from registry_core.errors import ProfileError
-from registry_core.sandbox.profile import (
+from registry_core.sandbox.profiles import (
     MAX_PROFILE_BYTES,
     Access,
     LogLevel,

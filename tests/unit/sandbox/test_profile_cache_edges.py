@@ -22,14 +22,6 @@ import pytest
 
 from registry_core.sandbox import profile_cache
 from registry_core.sandbox.limits import LimitsSection
-from registry_core.sandbox.profile import (
-    AdvancedSection,
-    FilesystemSection,
-    GeneralSection,
-    LogLevel,
-    NetworkSection,
-    SandboxProfile,
-)
 from registry_core.sandbox.profile_cache import (
     cache_path,
     fingerprint,
@@ -37,6 +29,14 @@ from registry_core.sandbox.profile_cache import (
     recall,
     remember,
     to_json,
+)
+from registry_core.sandbox.profiles import (
+    AdvancedSection,
+    FilesystemSection,
+    GeneralSection,
+    LogLevel,
+    NetworkSection,
+    SandboxProfile,
 )
 
 PROFILE = SandboxProfile(
@@ -244,7 +244,7 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
     import yaml
 
     files = [
-        here / "profile.py",
+        here / "profiles.py",
         here / "profile_parse.py",
         here / "yamlnodes.py",
         here / "limits.py",
@@ -258,7 +258,7 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
 
 def _own_files() -> list[Path]:
     here = Path(profile_cache.__file__).resolve().parent
-    return [here / f for f in ("profile.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
+    return [here / f for f in ("profiles.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
 
 
 def test_without_pyyaml_the_fingerprint_names_only_this_code(

@@ -1,4 +1,4 @@
-"""Reading profile files and installing the default one (registry_core.sandbox.profile).
+"""Reading profile files and installing the default one (registry_core.sandbox.profiles).
 
 Real files in ``tmp_path``: the size limit at its exact edge, a directory and
 a FIFO where a profile should be, bytes that are not UTF-8, profile names,
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from registry_core.errors import ProfileError
-from registry_core.sandbox import profile as profile_module
-from registry_core.sandbox.profile import (
+from registry_core.sandbox import profiles as profile_module
+from registry_core.sandbox.profiles import (
     MAX_PROFILE_BYTES,
     FilesystemSection,
     NetworkMode,

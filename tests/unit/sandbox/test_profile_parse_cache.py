@@ -1,4 +1,4 @@
-"""The remembered parse of a sandbox profile (issue 19): same result, never trusted blindly."""
+"""The remembered parse of a sandbox profile: same result, never trusted blindly."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.sandbox import profile_cache
-from registry_core.sandbox.profile import (
+from registry_core.sandbox.profiles import (
     load_profile,
     load_profile_file,
     parse_profile_text,
@@ -93,7 +93,7 @@ def test_a_remembered_profile_loads_without_a_yaml_parser(tmp_path: Path) -> Non
     load_profile_file(path, remember=True)
     code = (
         "import sys; from pathlib import Path\n"
-        "from registry_core.sandbox.profile import load_profile_file\n"
+        "from registry_core.sandbox.profiles import load_profile_file\n"
         f"p = load_profile_file(Path({str(path)!r}), remember=True)\n"
         "assert p.network.connect_tcp == (443, 80), p\n"
         "print('yaml' in sys.modules)\n"

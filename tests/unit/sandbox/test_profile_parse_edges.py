@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from registry_core.errors import ProfileError
-from registry_core.sandbox.profile import LogLevel, NetworkMode, SandboxProfile
 from registry_core.sandbox.profile_parse import parse_profile_text
+from registry_core.sandbox.profiles import LogLevel, NetworkMode, SandboxProfile
 
 SOURCE = "/cfg/ollie/sandbox/edge.yaml"
 

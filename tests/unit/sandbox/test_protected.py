@@ -20,7 +20,7 @@ from registry_core import paths
 from registry_core.errors import ProfileError, ProtectedPathError
 from registry_core.sandbox import effective_rules, parse_profile_text
 from registry_core.sandbox.mounts import TMP
-from registry_core.sandbox.profile import FilesystemSection, SandboxProfile
+from registry_core.sandbox.profiles import FilesystemSection, SandboxProfile
 from registry_core.sandbox.protected import (
     installation_dirs,
     overlap,

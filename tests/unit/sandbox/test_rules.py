@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.sandbox.ldd import LddResult
-from registry_core.sandbox.profile import Access, NetworkMode, parse_profile
+from registry_core.sandbox.profiles import Access, NetworkMode, parse_profile
 from registry_core.sandbox.rules import (
     UnresolvedTemplateError,
     effective_rules,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from registry_core.sandbox.ldd import LddResult
-from registry_core.sandbox.profile import (
+from registry_core.sandbox.profiles import (
     Access,
     LogLevel,
     NetworkMode,

@@ -14,7 +14,7 @@ import pytest
 from registry_core.errors import SeccompUnavailableError
 from registry_core.sandbox import contain as contain_mod
 from registry_core.sandbox import seccomp
-from registry_core.sandbox.profile import Access, NetworkMode
+from registry_core.sandbox.profiles import Access, NetworkMode
 from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy, PathRule
 from registry_core.sandbox.seccomp import Condition, Denial, plan
 

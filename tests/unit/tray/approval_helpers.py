@@ -9,7 +9,7 @@ from __future__ import annotations
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation.prompter import Approval, ApprovalRequest
+from registry_core.broker.question import Approval, ApprovalRequest
 
 
 def shown(qtbot: QtBot, request: ApprovalRequest, **kwargs: object) -> ApprovalDialog:

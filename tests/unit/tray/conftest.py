@@ -18,9 +18,9 @@ from PySide6 import __version__ as pyside_version
 from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QAbstractButton, QLabel, QLineEdit, QPlainTextEdit, QWidget
 
-from registry_core.elevation.identity import ProcessInfo, Requester
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest, PasswordRequest
+from registry_core.broker.peer.identity import ProcessInfo, Requester
+from registry_core.broker.question import ApprovalRequest, PasswordRequest
+from registry_core.broker.wire.messages import Kind
 
 
 def none_references_lost(calls: int = 200) -> int:

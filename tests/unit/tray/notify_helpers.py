@@ -18,9 +18,9 @@ from typing import Any
 from dbus_fast import ErrorType, Message, MessageType
 
 from ollie_tray.notify import Bus, Notifier
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 SERVER = ":1.7"
 SECRET = "hunter2-api-token"

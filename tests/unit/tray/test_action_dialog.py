@@ -10,8 +10,8 @@ from PySide6.QtWidgets import QLabel, QWidget
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation.messages import ActionDisplay, PatternKind
-from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.question import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.wire.messages import ActionDisplay, PatternKind
 
 Factory = Callable[..., ApprovalRequest]
 Texts = Callable[[QWidget], str]

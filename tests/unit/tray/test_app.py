@@ -25,10 +25,10 @@ from PySide6.QtWidgets import QApplication
 
 from ollie_tray.app import AppOptions, TrayApp
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation import messages as m
-from registry_core.elevation.client import BrokerClient, broker_alive
-from registry_core.elevation.policies import file_sha256
-from registry_core.elevation.server import bind_socket
+from registry_core.broker.remember.policies import file_sha256
+from registry_core.broker.serve.server import bind_socket
+from registry_core.broker.wire import messages as m
+from registry_core.broker.wire.client import BrokerClient, broker_alive
 from registry_core.pinned import approved_argv
 from registry_core.trusted import trusted_program
 

@@ -1,4 +1,4 @@
-"""The tray's broker refreshes its registry like ``ollie-broker`` (issue 19).
+"""The tray's broker refreshes its registry like ``ollie-broker``.
 
 Both ask ``registry_core.registry.live.LiveRegistry`` per request: a tool
 written just before a request is the registry's answer, whether or not the

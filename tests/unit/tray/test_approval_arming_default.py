@@ -2,7 +2,7 @@
 
 The other dialog tests arm after 50 ms to stay fast; a default of 0 ms (or an
 arming timer started at construction instead of at showing) passes them.  This
-test keeps the real default and looks after 300 ms (issue 16 guard).
+test keeps the real default and looks after 300 ms.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.app import AppOptions
 from ollie_tray.dialogs.approval import ApprovalDialog
-from ollie_tray.prompter import PrompterSettings
-from registry_core.elevation.prompter import ApprovalRequest
+from ollie_tray.qt_prompter import PrompterSettings
+from registry_core.broker.question import ApprovalRequest
 
 
 def test_the_defaults_arm_after_about_700_ms() -> None:

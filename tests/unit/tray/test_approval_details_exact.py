@@ -9,7 +9,7 @@ or not, framed or not, how many lines a box grows to before it scrolls),
 which rows appear for which request, and where each item sits (no margin
 around the column, 4 pixels between items).  An agent's action has a view
 of its own instead (``test_action_dialog.py``).  Written for the 309 mutants
-of ``_details`` (issue 16).
+of ``_details``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from ollie_tray.dialogs import textboxes as t
 from ollie_tray.dialogs.action_view import ActionDetailsView
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.code_section import CodeSection
-from registry_core.elevation.identity import ProcessInfo, Requester
-from registry_core.elevation.messages import ActionDisplay, Kind, PatternKind
-from registry_core.elevation.prompter import ActionDetails, ApprovalRequest
+from registry_core.broker.peer.identity import ProcessInfo, Requester
+from registry_core.broker.question import ActionDetails, ApprovalRequest
+from registry_core.broker.wire.messages import ActionDisplay, Kind, PatternKind
 
 Factory = Callable[..., ApprovalRequest]
 EXE = "/home/alice/.config/ollie/tools/system_logs_journald"

@@ -18,9 +18,9 @@ from PySide6.QtWidgets import (
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation.identity import ProcessInfo, Requester
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
+from registry_core.broker.peer.identity import ProcessInfo, Requester
+from registry_core.broker.question import Approval, ApprovalRequest, Remember
+from registry_core.broker.wire.messages import Kind
 
 Factory = Callable[..., ApprovalRequest]
 Texts = Callable[[QWidget], str]

@@ -1,4 +1,4 @@
-"""The approval dialog, pinned where a person would notice a change (issue 16, mutation run).
+"""The approval dialog, pinned where a person would notice a change.
 
 Each test here was written for a mutant of ``ollie_tray/dialogs/approval.py``
 that the other dialog tests let live: the countdown's last second and a
@@ -28,9 +28,9 @@ from ollie_tray.dialogs.common import RED
 from ollie_tray.dialogs.real_input import SYNTHETIC_IGNORED
 from ollie_tray.dialogs.textboxes import FitScrollArea
 from ollie_tray.dialogs.xinput import Phase, Verdict
-from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.messages import ActionDisplay, PatternKind
-from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.decide.core import QueueInfo
+from registry_core.broker.question import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.wire.messages import ActionDisplay, PatternKind
 
 Factory = Callable[..., ApprovalRequest]
 

@@ -9,8 +9,8 @@ from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The approval dialog's footer as a person sees and hears it (issue 16, mutation run).
+"""The approval dialog's footer as a person sees and hears it.
 
 The Remember choice and its caption, the once-only note, the countdown, the
 button row, the queue line, Deny all and the input note: their words, their
@@ -20,9 +20,9 @@ from pytestqt.qtbot import QtBot
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.common import AMBER_DARK
 from ollie_tray.dialogs.xinput import Phase, Verdict
-from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.messages import ActionDisplay, PatternKind
-from registry_core.elevation.prompter import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.decide.core import QueueInfo
+from registry_core.broker.question import ActionDetails, Approval, ApprovalRequest, Remember
+from registry_core.broker.wire.messages import ActionDisplay, PatternKind
 
 Factory = Callable[..., ApprovalRequest]
 ONCE_NOTE = "this request can only be approved once"

@@ -8,8 +8,8 @@ from approval_helpers import shown
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.prompter import Approval, ApprovalRequest, Remember
+from registry_core.broker.decide.core import QueueInfo
+from registry_core.broker.question import Approval, ApprovalRequest, Remember
 
 Factory = Callable[..., ApprovalRequest]
 

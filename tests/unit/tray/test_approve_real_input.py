@@ -35,7 +35,7 @@ from ollie_tray.dialogs.real_input import (
 )
 from ollie_tray.dialogs.xinput import Phase, Verdict, XInputOrigin
 from ollie_tray.wayland_globals import VirtualInputCheck, judge_globals
-from registry_core.elevation.prompter import Approval, ApprovalRequest
+from registry_core.broker.question import Approval, ApprovalRequest
 
 Factory = Callable[..., ApprovalRequest]
 

@@ -10,9 +10,9 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.windows.audit import AuditWindow
-from registry_core.elevation.audit import AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.messages import DecidedBy, Decision, Kind
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.record.audit import AuditLog, AuditRecord, AuditRequester
+from registry_core.broker.wire.messages import DecidedBy, Decision, Kind
 
 T0 = 1_750_000_000.0
 REQUESTER = AuditRequester(4242, "/usr/bin/python3.11", ("python3", "agent.py"), "/home/alice")

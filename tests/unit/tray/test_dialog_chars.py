@@ -6,8 +6,8 @@ import pytest
 
 from ollie_tray.dialogs.common import visible
 from ollie_tray.notify import build_notification
-from registry_core.elevation.prompter import ApprovalRequest
-from registry_core.elevation.prompters.chars import needs_reveal
+from registry_core.broker.ask.chars import needs_reveal
+from registry_core.broker.question import ApprovalRequest
 
 CASES = [
     "rm\u3164-rf",  # Hangul filler

@@ -14,8 +14,8 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.password import PasswordDialog
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.prompter import ApprovalRequest, PasswordRequest
+from registry_core.broker.question import ApprovalRequest, PasswordRequest
+from registry_core.broker.wire.messages import Kind
 
 TILE_W, TILE_H = 640, 800 - 30 - 26  # half the width; less a title bar and a panel
 

@@ -19,8 +19,8 @@ from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.login_check import LoginCheckDialog
 from ollie_tray.login_check import require_password_from
 from ollie_tray.main import build_parser
-from ollie_tray.prompter import PrompterSettings, QtPrompter
-from registry_core.elevation.prompter import Approval, ApprovalRequest
+from ollie_tray.qt_prompter import PrompterSettings, QtPrompter
+from registry_core.broker.question import Approval, ApprovalRequest
 
 RIGHT = "correct horse"
 

@@ -11,7 +11,7 @@ import pytest
 
 from ollie_tray import main as tray_main
 from registry_core import paths
-from registry_core.elevation.listen import bind_socket
+from registry_core.broker.serve.listen import bind_socket
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from notify_helpers import CAPS, SECRET, FakeBus, Harness, make_request, run
 
 from ollie_tray.app_id import APP_ID
 from ollie_tray.notify import ACTIONS, APP_NAME, Urgency, build_notification
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.messages import Kind
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.wire.messages import Kind
 
 # --- content ---------------------------------------------------------------------------
 
@@ -24,7 +24,7 @@ def test_sandbox_request_content() -> None:
         "Host: laptop"
     )
     assert content.actions == ("default", "Review", "review", "Review", "deny", "Deny")
-    # Critical for a sandbox escape too: "do not disturb" must not hide it (issue 14).
+    # Critical for a sandbox escape too: "do not disturb" must not hide it.
     assert content.urgency is Urgency.CRITICAL
     assert content.expire_timeout == 60_000
     hints = content.hints()

@@ -9,7 +9,7 @@ import pytest
 from notify_helpers import SECRET, SERVER, FakeBus, Harness, make_request, run
 
 from ollie_tray.notify import Bus, Notifier
-from registry_core.elevation.messages import Kind
+from registry_core.broker.wire.messages import Kind
 
 # --- signals ---------------------------------------------------------------------------------
 

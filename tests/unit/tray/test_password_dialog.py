@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QAbstractButton, QLabel, QLineEdit, QWidget
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.password import NO_KEYRING_TIP, PasswordDialog
-from registry_core.elevation.prompter import PasswordAnswer, PasswordRequest
+from registry_core.broker.question import PasswordAnswer, PasswordRequest
 
 Factory = Callable[..., PasswordRequest]
 Texts = Callable[[QWidget], str]

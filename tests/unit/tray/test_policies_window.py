@@ -9,10 +9,10 @@ from PySide6.QtWidgets import QMessageBox
 from pytestqt.qtbot import QtBot
 
 from ollie_tray.windows.policies import PoliciesWindow, expires_text
-from registry_core.elevation.messages import Decision, Kind
-from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.policy_file import Policy
-from registry_core.elevation.prompter import Remember
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.broker.remember.policy_file import Policy
+from registry_core.broker.wire.messages import Decision, Kind
 
 SHA = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 NOW = 1_750_000_000.0

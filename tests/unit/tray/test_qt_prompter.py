@@ -16,8 +16,8 @@ from qt_async import run, until
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.dialogs.password import PasswordDialog
 from ollie_tray.keyring_consent import KeyringConsent
-from ollie_tray.prompter import PrompterSettings, QtPrompter
-from registry_core.elevation.prompter import (
+from ollie_tray.qt_prompter import PrompterSettings, QtPrompter
+from registry_core.broker.question import (
     ApprovalRequest,
     PasswordAnswer,
     PasswordRequest,

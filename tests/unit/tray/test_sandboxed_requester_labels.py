@@ -18,14 +18,14 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.dialogs.approval import ApprovalDialog
 from ollie_tray.notify import build_notification
-from ollie_tray.prompter import QtPrompter
+from ollie_tray.qt_prompter import QtPrompter
 from ollie_tray.windows.audit import requester_text
-from registry_core.elevation import messages as m
-from registry_core.elevation.audit import AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.core import Broker, BrokerConfig
-from registry_core.elevation.identity import Requester
-from registry_core.elevation.policies import PolicyStore
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.decide.core import Broker, BrokerConfig
+from registry_core.broker.peer.identity import Requester
+from registry_core.broker.question import ApprovalRequest
+from registry_core.broker.record.audit import AuditLog, AuditRecord, AuditRequester
+from registry_core.broker.remember.policies import PolicyStore
+from registry_core.broker.wire import messages as m
 from registry_core.registry import RegistryLoader
 
 Factory = Callable[..., ApprovalRequest]

@@ -1,4 +1,4 @@
-"""Unit tests of ollie_tray.secrets: which backends qualify, failure handling, no secret in logs.
+"""Unit tests of ollie_tray.secret_store: which backends qualify, failures, no secret in logs.
 
 The fakes are duck-typed on purpose: subclassing ``keyring.backend.KeyringBackend``
 registers the class in keyring's global backend list, which would change what
@@ -18,7 +18,7 @@ import pytest
 from keyring.backends import chainer, fail, null
 from keyring.errors import KeyringError, KeyringLocked, PasswordDeleteError
 
-from ollie_tray.secrets import SERVICE, PasswordVault, backend_problem
+from ollie_tray.secret_store import SERVICE, PasswordVault, backend_problem
 
 PASSWORD = "pa55-w0rd-do-not-log"
 
@@ -250,7 +250,7 @@ def test_every_failure_means_no_stored_password(
     error: BaseException, caplog: pytest.LogCaptureFixture
 ) -> None:
     vault = PasswordVault(FakeRaisingBackend(error))
-    with caplog.at_level(logging.DEBUG, logger="ollie_tray.secrets"):
+    with caplog.at_level(logging.DEBUG, logger="ollie_tray.secret_store"):
         assert vault.get("alice", "laptop") is None
         assert vault.store("alice", "laptop", PASSWORD) is False
         assert vault.delete("alice", "laptop") is False

@@ -20,8 +20,8 @@ from ollie_tray.sni.menu_model import (
 )
 from ollie_tray.sni.qt_tray import SniTray, argb32, look_of
 from ollie_tray.tray import TrayIcon
-from registry_core.elevation.core import Pending
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.decide.core import Pending
+from registry_core.broker.question import ApprovalRequest
 
 
 def test_mnemonics_become_dbusmenu_underscores() -> None:

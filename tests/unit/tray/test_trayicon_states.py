@@ -11,8 +11,8 @@ from tray_actions import recording_actions
 
 from ollie_tray.icons import TrayState, icon_path, state_icon
 from ollie_tray.tray import TrayIcon, tooltip_text
-from registry_core.elevation.core import Pending
-from registry_core.elevation.prompter import ApprovalRequest
+from registry_core.broker.decide.core import Pending
+from registry_core.broker.question import ApprovalRequest
 
 
 def test_every_state_has_its_own_icon_file() -> None:
@@ -78,7 +78,7 @@ def test_error_state_sticks(qapp: QApplication) -> None:
 
 
 def test_menu_lists_recent_unattended_denials_with_their_reason(qapp: QApplication) -> None:
-    from registry_core.elevation.denials import Denial, DeniedBy
+    from registry_core.broker.decide.denials import Denial, DeniedBy
 
     calls: list[tuple[str, Any]] = []
     recent = [

@@ -15,11 +15,11 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.windows.audit import AuditWindow
 from ollie_tray.windows.policies import PoliciesWindow
+from registry_core.broker.question import Remember
+from registry_core.broker.record.audit import AuditLog, AuditRecord, AuditRequester
+from registry_core.broker.remember.policies import PolicyStore, file_sha256
+from registry_core.broker.wire.messages import DecidedBy, Decision, Kind
 from registry_core.cli import tools as ollie_tools
-from registry_core.elevation.audit import AuditLog, AuditRecord, AuditRequester
-from registry_core.elevation.messages import DecidedBy, Decision, Kind
-from registry_core.elevation.policies import PolicyStore, file_sha256
-from registry_core.elevation.prompter import Remember
 from registry_core.paths import audit_file, policies_file
 from registry_core.registry import Registry, RegistryLoader
 

@@ -14,10 +14,10 @@ from pytestqt.qtbot import QtBot
 
 from ollie_tray.browser import BrowserWindow
 from ollie_tray.browser.model import Column, RowStatus
+from registry_core.broker.question import Remember
+from registry_core.broker.remember.policies import PolicyStore, file_sha256
+from registry_core.broker.wire.messages import Kind
 from registry_core.dispatch import Dispatcher
-from registry_core.elevation.messages import Kind
-from registry_core.elevation.policies import PolicyStore, file_sha256
-from registry_core.elevation.prompter import Remember
 from registry_core.registry import RegistryLoader, scan_cache
 
 MakeWindow = Callable[..., BrowserWindow]

@@ -1,0 +1,1 @@
+"""The headless front-ends that ask a person: terminal, kdialog, zenity, none."""

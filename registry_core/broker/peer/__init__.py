@@ -1,0 +1,1 @@
+"""Who is on the other end of a connection, and whether it runs inside a sandbox."""

@@ -1,0 +1,1 @@
+"""The audit log: one record per decision, and the file it goes to."""

@@ -1,0 +1,1 @@
+"""The broker's socket server: listening, flood limits, one connection's requests."""

@@ -1,0 +1,1 @@
+"""What travels on the broker socket: messages, their codec and framing, the client."""
