@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 
-_CHUNK = 256 * 1024
+_CHUNK = 1024 * 1024
 _SPLICE = hasattr(os, "splice")
 
 
@@ -48,6 +48,12 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
 def _splice(src: socket.socket, dst: socket.socket) -> None:
     read_end, write_end = os.pipe()
     try:
+        try:
+            import fcntl
+
+            fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, _CHUNK)
+        except (ImportError, AttributeError, OSError):
+            pass
         s, d = src.fileno(), dst.fileno()
         while True:
             n = os.splice(s, write_end, _CHUNK)

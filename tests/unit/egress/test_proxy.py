@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from egress_helpers import Harness, connect, read_all
 
-from registry_core.egress import proxy_environment
+from registry_core.egress import forwarder, proxy_environment
+from registry_core.egress import proxy as proxy_module
 from registry_core.egress.proxy import Decision, ProxyLimits
 from registry_core.egress.rules import EgressRules, IPAddress
 
@@ -280,7 +281,11 @@ def test_a_flood_from_one_client_does_not_starve_another(harness: Harness, web: 
             sock.close()
 
 
-def test_concurrent_relays_and_large_transfers(harness: Harness) -> None:
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "copy"])
+def test_concurrent_relays_and_large_transfers(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch, splice: bool
+) -> None:
+    monkeypatch.setattr(proxy_module, "_SPLICE", splice and proxy_module._SPLICE)
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     payload = os.urandom(1 << 20)
@@ -352,3 +357,22 @@ def test_the_forwarder_runs_standalone_with_python_isolated(
     finally:
         process.terminate()
         assert process.wait(10) == 0
+
+
+def test_the_forwarder_listens_on_ipv6_loopback_too(harness: Harness, web: int) -> None:
+    harness.names["web.test"] = ["127.0.0.1"]
+    harness.start(rules(f"web.test:{web}"))
+    if len(harness._listeners) < 2:
+        pytest.skip("no IPv6 loopback here")
+    with socket.create_connection(("::1", harness.port), timeout=10) as sock:
+        sock.sendall(f"GET http://web.test:{web}/v6 HTTP/1.1\r\n\r\n".encode())
+        assert b"hello /v6" in read_all(sock)
+
+
+def test_a_stopped_forwarder_stops_listening(tmp_path: Path) -> None:
+    port, listeners = forwarder.start(0, str(tmp_path / "none.sock"))
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        assert read_all(sock) == b""  # the proxy socket is missing: closed at once
+    forwarder.stop(listeners)
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
