@@ -539,6 +539,9 @@ class EgressProxy:
             raise _Refused(
                 "not in allow_hosts, and the question was not answered", by="timeout"
             ) from None
+        except Exception as exc:  # the asker failed: refused (fail closed), never crashed
+            log.exception("egress proxy: ask failed")
+            raise _Refused(f"not in allow_hosts, and asking failed: {exc}", by="ask") from None
         if not answer.allow:
             raise _Refused(answer.reason or f"refused by {answer.by}", by=answer.by)
         return dest, decision.addresses, answer.by

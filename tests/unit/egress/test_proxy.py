@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import ipaddress
 import os
@@ -376,3 +377,53 @@ def test_a_stopped_forwarder_stops_listening(tmp_path: Path) -> None:
     forwarder.stop(listeners)
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_a_failing_asker_refuses(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    harness.names["new.test"] = ["203.0.113.7"]
+    harness.start(rules(ask=True))
+
+    async def broken(request: object) -> Decision:
+        raise RuntimeError("broker gone")
+
+    assert harness.proxy is not None
+    monkeypatch.setattr(harness.proxy, "ask", broken)
+    with connect(harness.port) as sock:
+        sock.sendall(b"CONNECT new.test:443 HTTP/1.1\r\n\r\n")
+        reply = read_all(sock).decode()
+    assert reply.startswith("HTTP/1.1 403 ") and "asking failed: broker gone" in reply
+    assert harness.records[-1].by == "ask"
+
+
+def test_a_failing_record_sink_does_not_hide_the_decision(
+    harness: Harness, web: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    harness.names["web.test"] = ["127.0.0.1"]
+    harness.start(rules(f"web.test:{web}"))
+
+    def broken(record: object) -> None:
+        raise RuntimeError("disk full")
+
+    assert harness.proxy is not None
+    monkeypatch.setattr(harness.proxy, "record", broken)
+    with connect(harness.port) as sock:
+        sock.sendall(f"GET http://web.test:{web}/r HTTP/1.1\r\n\r\n".encode())
+        assert b"hello /r" in read_all(sock)
+
+
+def test_connections_over_the_bound_are_closed_at_once(harness: Harness, web: int) -> None:
+    harness.names["web.test"] = ["127.0.0.1"]
+    harness.start(rules(f"web.test:{web}"), ProxyLimits(max_connections=4, max_handshakes=4))
+    held = [connect(harness.port) for _ in range(4)]
+    try:
+        deadline = time.monotonic() + 5
+        while harness.proxy is not None and harness.proxy.connections < 4:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        with connect(harness.port) as sock:
+            sock.sendall(f"GET http://web.test:{web}/ HTTP/1.1\r\n\r\n".encode())
+            with contextlib.suppress(ConnectionResetError):
+                assert read_all(sock) == b""
+    finally:
+        for sock in held:
+            sock.close()
