@@ -92,9 +92,9 @@ def test_bad_entries_name_key_value_and_line(entry: str, key: str, why: str) -> 
 def test_bad_deny_entry_and_bad_ask_are_refused() -> None:
     with pytest.raises(ProfileError, match=r"network.deny_hosts: .*'\*'.*\(line 2\)"):
         parse_profile_text("network:\n  deny_hosts: ['*']\n", name="p", source="/p.yaml")
-    with pytest.raises(ProfileError, match="network.ask"):
+    with pytest.raises(ProfileError, match=r"network\.ask"):
         parse_profile_text("network: {ask: sometimes}", name="p", source="/p.yaml")
-    with pytest.raises(ProfileError, match="network.allow_hosts: expected a list"):
+    with pytest.raises(ProfileError, match=r"network\.allow_hosts: expected a list"):
         parse_profile_text("network: {allow_hosts: a.example}", name="p", source="/p.yaml")
 
 
