@@ -12,7 +12,8 @@ The client (this process) measures, interleaved, in the same run:
   p50 over ``--connects`` each.  Target: proxy p50 <= direct p50 + 2 ms.
 * throughput: a ``--megabytes`` (200) download from the upstream server,
   direct vs through CONNECT, ``--rounds`` alternated rounds, medians.
-  Target: >= 0.7x direct.
+  Target: >= 0.7x direct.  For information, the same download from the
+  proxy's Unix socket itself (no forwarder, no second TCP leg).
 
 Prints PASS/MISS per target and exits 0.  ``--json`` prints every number.
 """
@@ -131,6 +132,22 @@ def open_connect(proxy_port: int, port: int) -> socket.socket:
     return sock
 
 
+def open_unix_connect(path: str, port: int) -> socket.socket:
+    """CONNECT on the proxy's Unix socket itself: the path without the forwarder."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    sock.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n".encode())
+    reply = b""
+    while not reply.endswith(b"\r\n\r\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            raise OSError("proxy closed")
+        reply += chunk
+    if not reply.startswith(b"HTTP/1.1 200"):
+        raise OSError(reply.decode(errors="replace"))
+    return sock
+
+
 def open_socks(proxy_port: int, port: int) -> socket.socket:
     sock = open_direct(proxy_port)
     sock.sendall(b"\x05\x01\x00")
@@ -225,11 +242,15 @@ def main() -> int:
         total = args.megabytes * CHUNK
         direct_t: list[float] = []
         proxy_t: list[float] = []
+        unix_t: list[float] = []
         relay_cpu = {"proxy": 0.0, "forwarder": 0.0, "client": 0.0}
         for index in range(args.rounds):
-            for kind in "dp" if index % 2 == 0 else "pd":
+            for kind in "dpu" if index % 2 == 0 else "upd":
                 if kind == "d":
                     direct_t.append(download(open_direct(port), total))
+                    continue
+                if kind == "u":
+                    unix_t.append(download(open_unix_connect(socket_path, port), total))
                     continue
                 sock = open_connect(proxy_port, port)
                 before = cpu_seconds(proxy.pid), cpu_seconds(fwd.pid), time.process_time()
@@ -253,6 +274,7 @@ def main() -> int:
     mbps_direct = args.megabytes / statistics.median(direct_t)
     mbps_proxy = args.megabytes / statistics.median(proxy_t)
     ratio = mbps_proxy / mbps_direct
+    mbps_unix = args.megabytes / statistics.median(unix_t)
     pass_connect = p50_connect - p50_direct <= 2.0
     pass_socks = p50_socks - p50_direct <= 2.0
     pass_tput = ratio >= 0.7
@@ -272,7 +294,11 @@ def main() -> int:
                         "http_connect": sorted(connect_c)[int(len(connect_c) * 0.99) - 1] * ms,
                         "socks5": sorted(socks_c)[int(len(socks_c) * 0.99) - 1] * ms,
                     },
-                    "throughput_mib_s": {"direct": mbps_direct, "proxy": mbps_proxy},
+                    "throughput_mib_s": {
+                        "direct": mbps_direct,
+                        "proxy": mbps_proxy,
+                        "proxy_without_forwarder": mbps_unix,
+                    },
                     "throughput_ratio": ratio,
                     "cpu_ms_per_mib_proxied": cpu_ms,
                     "cpus": os.cpu_count(),
@@ -297,6 +323,10 @@ def main() -> int:
     print(
         f"{f'{args.megabytes} MiB download, forwarder + proxy':44} {mbps_proxy:8.0f} MiB/s"
         f"  {ratio:11.2f}x  {'>= 0.7x':>10}  {verdict[pass_tput]}"
+    )
+    print(
+        f"{'(info) same, proxy alone (on its Unix socket)':44} {mbps_unix:8.0f} MiB/s"
+        f"  {mbps_unix / mbps_direct:11.2f}x"
     )
     print(
         f"(info) CPU per MiB proxied: proxy {cpu_ms['proxy']:.2f} ms, forwarder"
