@@ -130,6 +130,10 @@ async def system_resolve(host: str, port: int) -> Sequence[IPAddress]:
     return out
 
 
+class _Answered(Exception):
+    """The client has had its answer already: close without another reply."""
+
+
 class _Refused(Exception):
     """A decided refusal (403 / SOCKS 0x02) or a failure to reach an allowed host."""
 
@@ -397,7 +401,7 @@ class EgressProxy:
                     await client.send(
                         _http_reply(exc.status, f"Ollie egress proxy: {exc.reason}\n")
                     )
-        except (OSError, asyncio.IncompleteReadError):
+        except (OSError, _Answered):
             pass
         except asyncio.CancelledError:
             raise
@@ -412,8 +416,8 @@ class EgressProxy:
         version, count = await client.exactly(2)
         methods = await client.exactly(count)
         if 0x00 not in methods:
-            await client.send(bytes((SOCKS_VERSION, 0xFF)))
-            raise EgressRequestError("SOCKS5: only 'no authentication' is offered")
+            await client.send(bytes((SOCKS_VERSION, 0xFF)))  # "no acceptable methods"
+            raise _Answered("SOCKS5: only 'no authentication' is offered")
         await client.send(bytes((SOCKS_VERSION, 0x00)))
         version, command, _, kind = await client.exactly(4)
         if version != SOCKS_VERSION:
