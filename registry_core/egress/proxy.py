@@ -290,7 +290,9 @@ class EgressProxy:
         self.limits = limits
         self._listener: socket.socket | None = None
         self._accepting: asyncio.Task[None] | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Each connection's task and its socket (closed when the task is done, even
+        # when it was cancelled before it ever ran).
+        self._tasks: dict[asyncio.Task[None], socket.socket] = {}
         self._handshaking: dict[asyncio.Task[None], None] = {}  # insertion order: oldest first
 
     @property
@@ -360,12 +362,14 @@ class EgressProxy:
                 self._handshaking.pop(oldest)
                 oldest.cancel()
             task = loop.create_task(self._serve(conn))
-            self._tasks.add(task)
+            self._tasks[task] = conn
             self._handshaking[task] = None
             task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+        conn = self._tasks.pop(task, None)
+        if conn is not None:
+            conn.close()
         self._handshaking.pop(task, None)
 
     def _handshake_over(self) -> None:
