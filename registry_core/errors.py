@@ -290,3 +290,41 @@ class AgentActionError(OllieError):
 
 class ApproveRulesError(AgentActionError):
     """The ``ollie-approve`` rules file is unreadable or invalid (names file and field)."""
+
+
+# --- network egress (registry_core.egress) -----------------------------------
+
+
+class EgressError(OllieError):
+    """Base of the egress proxy's errors (:mod:`registry_core.egress`)."""
+
+
+class HostPatternError(EgressError):
+    """An ``allow_hosts`` / ``deny_hosts`` entry is not a valid host pattern.
+
+    ``text`` is the entry as written, ``reason`` what is wrong with it; the
+    profile parser turns it into a :class:`ProfileError` naming key and line.
+    """
+
+    def __init__(self, text: str, reason: str) -> None:
+        self.text = text
+        self.reason = reason
+        super().__init__(f"{text!r}: {reason}")
+
+
+class EgressRequestError(EgressError):
+    """A tool's request to the egress proxy is malformed or unsupported.
+
+    ``status`` is the HTTP status and ``socks_code`` the SOCKS5 reply code the
+    proxy answers with; ``reason`` is shown to the tool.
+    """
+
+    def __init__(self, reason: str, *, status: int = 400, socks_code: int = 0x01) -> None:
+        self.reason = reason
+        self.status = status
+        self.socks_code = socks_code
+        super().__init__(reason)
+
+
+class EgressSetupError(EgressError):
+    """The egress proxy could not start (its socket path unusable, ...)."""

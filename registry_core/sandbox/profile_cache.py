@@ -43,7 +43,7 @@ from registry_core.sandbox.profiles import (
 )
 
 FORMAT = "ollie-profile-parse"
-VERSION = 2
+VERSION = 3
 MAX_BYTES = 4 * 1024 * 1024  # the profile (1 MiB) and its parse
 _FINGERPRINT: list[str] = []
 
@@ -58,6 +58,7 @@ def fingerprint() -> str:
         here = Path(__file__).resolve().parent
         parts = [f"{FORMAT} {VERSION} {sys.version}"]
         files = [here / f for f in ("profiles.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
+        files.append(here.parent / "egress" / "rules.py")  # checks allow_hosts / deny_hosts
         spec = importlib.util.find_spec("yaml")
         if spec is not None and spec.origin:
             files.append(Path(spec.origin))  # holds PyYAML's __version__
@@ -102,7 +103,16 @@ def to_json(p: SandboxProfile) -> dict[str, Any]:
     fs, net, gen, adv = p.filesystem, p.network, p.general, p.advanced
     return {
         "filesystem": [list(fs.ro), list(fs.rox), list(fs.rw), list(fs.rwx), list(fs.lines)],
-        "network": [net.enabled, net.unrestricted, list(net.bind_tcp), list(net.connect_tcp)],
+        "network": [
+            net.enabled,
+            net.unrestricted,
+            list(net.bind_tcp),
+            list(net.connect_tcp),
+            list(net.allow_hosts),
+            list(net.deny_hosts),
+            net.ask,
+            list(net.host_lines),
+        ],
         "env": list(p.env),
         "general": [gen.best_effort, gen.log_level.value],
         "advanced": [adv.ldd, adv.add_exec, list(adv.exec_paths)],
@@ -117,7 +127,7 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
     if type(doc) is not dict:
         raise ValueError("expected an object")
     fs, net, gen, adv = doc["filesystem"], doc["network"], doc["general"], doc["advanced"]
-    if not (len(fs) == 5 and len(net) == 4 and len(gen) == 2 and len(adv) == 3):
+    if not (len(fs) == 5 and len(net) == 8 and len(gen) == 2 and len(adv) == 3):
         raise ValueError("wrong section sizes")
     pairs = doc["env_values"]
     if type(pairs) is not list or any(
@@ -132,7 +142,16 @@ def from_json(doc: Any, *, name: str, source: str) -> SandboxProfile:
         filesystem=FilesystemSection(
             _strs(fs[0]), _strs(fs[1]), _strs(fs[2]), _strs(fs[3]), _ints(fs[4])
         ),
-        network=NetworkSection(_bool(net[0]), _bool(net[1]), _ints(net[2]), _ints(net[3])),
+        network=NetworkSection(
+            _bool(net[0]),
+            _bool(net[1]),
+            _ints(net[2]),
+            _ints(net[3]),
+            _strs(net[4]),
+            _strs(net[5]),
+            _bool(net[6]),
+            _ints(net[7]),
+        ),
         env=_strs(doc["env"]),
         general=GeneralSection(_bool(gen[0]), LogLevel(gen[1])),
         advanced=AdvancedSection(_bool(adv[0]), _bool(adv[1]), _strs(adv[2])),

@@ -12,7 +12,8 @@ from collections.abc import Callable
 import yaml
 from yaml.nodes import Node, SequenceNode
 
-from registry_core.errors import ProfileError
+from registry_core.egress.rules import parse_pattern
+from registry_core.errors import HostPatternError, ProfileError
 from registry_core.sandbox import limits as lim
 from registry_core.sandbox import yamlnodes as yn
 from registry_core.sandbox.profiles import (
@@ -47,6 +48,24 @@ def _ports(key: str, node: Node | None) -> tuple[int, ...]:
             if int(word) not in ports:
                 ports.append(int(word))
     return tuple(ports)
+
+
+def _hosts(key: str, node: Node | None, warnings: list[str]) -> tuple[list[str], list[int]]:
+    """Host patterns (registry_core.egress.rules), each checked; with their lines."""
+    entries: list[str] = []
+    lines: list[int] = []
+    items = node.value if isinstance(node, SequenceNode) else []
+    for item, entry in zip(items, yn.strings(key, node), strict=True):
+        if not entry.strip():
+            warnings.append(f"{key}: an empty entry names no host (ignored)")
+            continue
+        try:
+            parse_pattern(entry)
+        except HostPatternError as exc:
+            raise yn.NodeError(key, exc.reason, item, entry) from exc
+        entries.append(entry.strip())
+        lines.append(item.start_mark.line + 1)
+    return entries, lines
 
 
 def _log_level(node: Node | None, warnings: list[str]) -> LogLevel:
@@ -112,15 +131,27 @@ def _advanced(node: Node | None, warnings: list[str]) -> AdvancedSection:
 
 def _network(node: Node | None, warnings: list[str]) -> NetworkSection:
     net = yn.mapping("network", node)
-    warnings.extend(
-        yn.unknown_keys("network", net, ("enabled", "unrestricted", "bind_tcp", "connect_tcp"))
-    )
+    known = ("enabled", "unrestricted", "bind_tcp", "connect_tcp")
+    warnings.extend(yn.unknown_keys("network", net, (*known, "allow_hosts", "deny_hosts", "ask")))
+    allow, allow_lines = _hosts("network.allow_hosts", net.get("allow_hosts"), warnings)
+    deny, deny_lines = _hosts("network.deny_hosts", net.get("deny_hosts"), warnings)
     network = NetworkSection(
         enabled=yn.boolean("network.enabled", net.get("enabled")),
         unrestricted=yn.boolean("network.unrestricted", net.get("unrestricted")),
         bind_tcp=_ports("network.bind_tcp", net.get("bind_tcp")),
         connect_tcp=_ports("network.connect_tcp", net.get("connect_tcp")),
+        allow_hosts=tuple(allow),
+        deny_hosts=tuple(deny),
+        ask=yn.boolean("network.ask", net.get("ask")),
+        host_lines=(*allow_lines, *deny_lines),
     )
+    if network.mode is not NetworkMode.RESTRICTED and (
+        network.allow_hosts or network.deny_hosts or network.ask
+    ):
+        warnings.append(
+            f"network: allow_hosts/deny_hosts/ask are ignored when the network is"
+            f" {network.mode.value}"
+        )
     if network.unrestricted and not network.enabled:
         warnings.append(
             "network: unrestricted: true without enabled: true denies all TCP here "

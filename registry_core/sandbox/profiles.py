@@ -5,7 +5,8 @@ profiles load here unchanged and ours load there (docs/ollie-core.md lists the
 few deliberate differences)::
 
     filesystem: {ro: [...], rox: [...], rw: [...], rwx: [...]}
-    network: {enabled: true, unrestricted: false, bind_tcp: [], connect_tcp: ["443"]}
+    network: {enabled: true, unrestricted: false, bind_tcp: [], connect_tcp: ["443"],
+              allow_hosts: [api.github.com], deny_hosts: [], ask: false}  # hosts: ours
     env: [PATH, LANG, EDITOR=vi]
     general: {best_effort: false, log_level: error}
     advanced: {ldd: false, add_exec: false}
@@ -108,6 +109,23 @@ class NetworkSection(NamedTuple):
     unrestricted: bool = False
     bind_tcp: tuple[int, ...] = ()
     connect_tcp: tuple[int, ...] = ()
+    # Ours (ollie-core ignores them): host patterns as written, checked by
+    # registry_core.egress.rules; ask: unknown destinations asked, else denied.
+    allow_hosts: tuple[str, ...] = ()
+    deny_hosts: tuple[str, ...] = ()
+    ask: bool = False
+    # The file line of each allow_hosts then deny_hosts entry; empty when unknown.
+    host_lines: tuple[int, ...] = ()
+
+    def host_origins(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``network.allow_hosts, line 7``-style origins of each entry, allow then deny."""
+        origins = []
+        for index in range(len(self.allow_hosts) + len(self.deny_hosts)):
+            key = "allow_hosts" if index < len(self.allow_hosts) else "deny_hosts"
+            line = self.host_lines[index] if index < len(self.host_lines) else None
+            origins.append(f"network.{key}" + (f", line {line}" if line is not None else ""))
+        split = len(self.allow_hosts)
+        return tuple(origins[:split]), tuple(origins[split:])
 
     @property
     def mode(self) -> NetworkMode:

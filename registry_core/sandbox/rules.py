@@ -59,6 +59,13 @@ class NetworkPolicy(NamedTuple):
     mode: NetworkMode
     bind_tcp: tuple[int, ...] = ()
     connect_tcp: tuple[int, ...] = ()
+    # Egress through the proxy (registry_core.egress.rules.rules_for_policy):
+    # host patterns as written, the origin (key, line) of each, and ask.
+    allow_hosts: tuple[str, ...] = ()
+    deny_hosts: tuple[str, ...] = ()
+    ask: bool = False
+    allow_origins: tuple[str, ...] = ()
+    deny_origins: tuple[str, ...] = ()
 
 
 class EffectiveRules(NamedTuple):
@@ -202,7 +209,17 @@ def effective_rules(
     network = profile.network
     policy = NetworkPolicy(network.mode)
     if network.mode is NetworkMode.RESTRICTED:
-        policy = NetworkPolicy(network.mode, network.bind_tcp, network.connect_tcp)
+        allow_origins, deny_origins = network.host_origins()
+        policy = NetworkPolicy(
+            network.mode,
+            network.bind_tcp,
+            network.connect_tcp,
+            allow_hosts=network.allow_hosts,
+            deny_hosts=network.deny_hosts,
+            ask=network.ask,
+            allow_origins=allow_origins,
+            deny_origins=deny_origins,
+        )
     return EffectiveRules(
         profile=profile.name,
         source=profile.source,

@@ -69,7 +69,7 @@ FOUNDATION = {
 # left neighbours and anything lower, never higher.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("foundation",),
-    ("registry", "sandbox"),
+    ("registry", "egress", "sandbox"),
     ("broker",),
     ("dispatch",),
     ("hook", "mcp", "remote", "wiring"),

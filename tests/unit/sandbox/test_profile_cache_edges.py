@@ -45,7 +45,16 @@ PROFILE = SandboxProfile(
     filesystem=FilesystemSection(
         ("/ro",), ("/rox",), ("/rw",), ("/rwx", "/rwx2"), (3, 5, 7, 9, 10)
     ),
-    network=NetworkSection(True, False, (8080,), (443, 80)),
+    network=NetworkSection(
+        True,
+        False,
+        (8080,),
+        (443, 80),
+        ("a.example", "*.b.example"),
+        ("c.example",),
+        True,
+        (4, 5, 7),
+    ),
     env=("PATH", "LC_*"),
     general=GeneralSection(True, LogLevel.DEBUG),
     advanced=AdvancedSection(True, False, ("/opt/x",)),
@@ -55,7 +64,16 @@ PROFILE = SandboxProfile(
 )
 DOC: dict[str, Any] = {
     "filesystem": [["/ro"], ["/rox"], ["/rw"], ["/rwx", "/rwx2"], [3, 5, 7, 9, 10]],
-    "network": [True, False, [8080], [443, 80]],
+    "network": [
+        True,
+        False,
+        [8080],
+        [443, 80],
+        ["a.example", "*.b.example"],
+        ["c.example"],
+        True,
+        [4, 5, 7],
+    ],
     "env": ["PATH", "LC_*"],
     "general": [True, "debug"],
     "advanced": [True, False, ["/opt/x"]],
@@ -111,6 +129,10 @@ def _changed(path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
         (("network", 3), (443,), "expected a list of integers"),
         (("network", 0), 1, "expected a boolean"),
         (("network", 1), None, "expected a boolean"),
+        (("network", 4), "a.example", "expected a list of strings"),
+        (("network", 5), [1], "expected a list of strings"),
+        (("network", 6), 1, "expected a boolean"),
+        (("network", 7), ["4"], "expected a list of integers"),
         (("general", 0), "true", "expected a boolean"),
         (("advanced", 0), 0, "expected a boolean"),
         (("advanced", 1), [], "expected a boolean"),
@@ -248,9 +270,10 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
         here / "profile_parse.py",
         here / "yamlnodes.py",
         here / "limits.py",
+        here.parent / "egress" / "rules.py",
         Path(str(yaml.__file__)),
     ]
-    expected = [f"ollie-profile-parse 2 {sys.version}"]
+    expected = [f"ollie-profile-parse 3 {sys.version}"]
     expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in files]
     assert fingerprint().split("\n") == expected
     assert fingerprint() is fingerprint()
@@ -258,7 +281,8 @@ def test_the_fingerprint_names_the_parsing_code_and_versions() -> None:
 
 def _own_files() -> list[Path]:
     here = Path(profile_cache.__file__).resolve().parent
-    return [here / f for f in ("profiles.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
+    own = [here / f for f in ("profiles.py", "profile_parse.py", "yamlnodes.py", "limits.py")]
+    return [*own, here.parent / "egress" / "rules.py"]  # checks allow_hosts / deny_hosts
 
 
 def test_without_pyyaml_the_fingerprint_names_only_this_code(
@@ -267,7 +291,7 @@ def test_without_pyyaml_the_fingerprint_names_only_this_code(
     # A None entry in sys.modules makes the import system report yaml as absent.
     monkeypatch.setitem(sys.modules, "yaml", None)
     monkeypatch.setattr(profile_cache, "_FINGERPRINT", [])
-    expected = [f"ollie-profile-parse 2 {sys.version}"]
+    expected = [f"ollie-profile-parse 3 {sys.version}"]
     expected += [f"{f}:{zlib.crc32(f.read_bytes()):08x}" for f in _own_files()]
     assert fingerprint().split("\n") == expected
 
