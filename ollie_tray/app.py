@@ -39,7 +39,7 @@ from ollie_tray.state_report import STATE_FILE_ENV, StateReport
 from ollie_tray.tray import TrayActions, TrayIcon
 from ollie_tray.windows.common import count_text
 from registry_core import paths
-from registry_core.broker.decide.core import Broker, BrokerConfig, Pending
+from registry_core.broker.decide.core import Broker, BrokerConfig, Pending, QueueInfo
 from registry_core.broker.decide.denials import Denial, DenialBatcher, DenialLog
 from registry_core.broker.record.audit import AuditLog, audit_log_from_env
 from registry_core.broker.remember.policies import PolicyStore
@@ -110,6 +110,9 @@ class TrayApp:
                 require_password=options.require_password,
             ),
             on_dialog=self._dialog_changed,
+            # The broker is made just below and asks this prompter: looked up per call.
+            queue_info=self._queue_info,
+            deny_all=self._deny_queued,  # the dialog's "Deny all pending"
         )
         # Denials nobody made by hand: in the menu, and one grouped low-urgency notification.
         self.denials = DenialLog()
@@ -158,8 +161,6 @@ class TrayApp:
             fallback=self._tray_message,
             icon=str(paths.resources_dir() / "icons" / f"{APP_ID}.svg"),
         )
-        self.prompter.queue_info = self.broker.queue_info
-        self.prompter.deny_all = self._deny_queued  # the dialog denies itself
         self.broker.subscribe(self._broker_changed)
         self.denials.subscribe(self._denied)
         self._rescan = QTimer()
@@ -308,6 +309,10 @@ class TrayApp:
         self.quit()
 
     # --- actions ----------------------------------------------------------------
+
+    def _queue_info(self, request_id: str) -> QueueInfo | None:
+        """Where a request stands in the broker's queue (the dialog's "1 of N")."""
+        return self.broker.queue_info(request_id)
 
     def _deny_queued(self) -> None:
         self.broker.deny_pending()

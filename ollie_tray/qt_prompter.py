@@ -42,6 +42,9 @@ from registry_core.broker.question import (
 
 log = logging.getLogger(__name__)
 
+AskingDialog = ApprovalDialog | PasswordDialog | LoginCheckDialog
+"""The dialogs a question is shown in; each can be withdrawn."""
+
 
 @dataclass
 class _PasswordSource:
@@ -74,7 +77,7 @@ class QtPrompter:
     deny_all: Callable[[], None] | None = None
     """Deny every queued request (the dialog's "Deny all pending"; wired in app.py)."""
     _denied_early: set[str] = field(default_factory=set)
-    _current: QDialog | None = None
+    _current: AskingDialog | None = None
     _current_id: str | None = None
     _sources: dict[str, _PasswordSource] = field(default_factory=dict)
 
@@ -89,7 +92,7 @@ class QtPrompter:
     def current_dialog(self) -> QDialog | None:
         return self._current
 
-    def _set_current(self, dialog: QDialog | None, request_id: str | None) -> None:
+    def _set_current(self, dialog: AskingDialog | None, request_id: str | None) -> None:
         self._current = dialog
         self._current_id = request_id
         if self.on_dialog is not None:
@@ -119,7 +122,7 @@ class QtPrompter:
         else:
             self._denied_early.add(request_id)
 
-    async def _wait(self, dialog: QDialog, request_id: str, signal_name: str) -> object:
+    async def _wait(self, dialog: AskingDialog, request_id: str, signal_name: str) -> object:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[object] = loop.create_future()
 
@@ -135,9 +138,7 @@ class QtPrompter:
         try:
             return await future
         except asyncio.CancelledError:
-            withdraw = getattr(dialog, "withdraw", None)
-            if withdraw is not None:
-                withdraw("withdrawn")
+            dialog.withdraw("withdrawn")
             raise
         finally:
             self._set_current(None, None)
@@ -230,10 +231,8 @@ class QtPrompter:
     def request_decided(self, request_id: str, approved: bool, by: str) -> None:
         self._denied_early.discard(request_id)
         if self._current_id == request_id and self._current is not None:
-            withdraw = getattr(self._current, "withdraw", None)
-            if withdraw is not None:
-                with contextlib.suppress(RuntimeError):
-                    withdraw(by)
+            with contextlib.suppress(RuntimeError):
+                self._current.withdraw(by)
 
     def forget_grant(self, approval_id: str) -> None:
         self._sources.pop(approval_id, None)

@@ -112,9 +112,7 @@ def cmd_call(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
         print(f"ollie-tools call: {exc}", file=sys.stderr)
         return 1
     finally:
-        close = getattr(gate, "close", None)
-        if close is not None:
-            close()
+        gate.close()
     if args.json:
         write_json(result.to_json(), out)
     else:

@@ -53,6 +53,9 @@ class BrokerGate:
         """The connection one request is asked on (a subclass may keep hold of it)."""
         return BrokerClient(self.path)
 
+    def close(self) -> None:
+        """Nothing is held between requests: each one has a connection of its own."""
+
     def authorize(self, request: ElevationRequest) -> Authorization:
         try:
             with self.connect() as client:

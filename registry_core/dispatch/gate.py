@@ -55,6 +55,10 @@ class ElevationGate(Protocol):
         """
         ...
 
+    def close(self) -> None:
+        """Let go of what the gate holds (an in-process broker stops); idempotent."""
+        ...
+
 
 class RefusingGate:
     """The gate when nothing can ask a person: every request is denied."""
@@ -67,6 +71,9 @@ class RefusingGate:
 
     def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
         return None
+
+    def close(self) -> None:
+        pass
 
 
 def sudo_argv(

@@ -38,7 +38,6 @@ class LazyGate:
         return self._gate.report_sudo(grant, exit_code, auth_failed)
 
     def close(self) -> None:
-        close = getattr(self._gate, "close", None)
-        if close is not None:
-            close()  # an in-process broker stops with its command
+        if self._gate is not None:
+            self._gate.close()  # an in-process broker stops with its command
         self._gate = None

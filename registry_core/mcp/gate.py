@@ -78,3 +78,6 @@ class McpGate:
 
     def report_sudo(self, grant: str, exit_code: int, auth_failed: bool) -> str | None:
         return BrokerGate(self._path, host=self._host).report_sudo(grant, exit_code, auth_failed)
+
+    def close(self) -> None:
+        """Nothing is held: every request connects on its own."""
