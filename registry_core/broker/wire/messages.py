@@ -171,17 +171,25 @@ def check_json_tree(obj: JsonObject, request_id: RequestId | None) -> None:
     :data:`MAX_DEPTH` deep and is valid Unicode (no unpaired surrogates); the
     error names the offending field."""
     # Each entry: a value, its depth, and where it is (the parent's entry and the key or
-    # index), so a path is spelled only for the field it names.
+    # index), so a path is spelled only for the field it names.  The common values
+    # (exact str, int, bool, None) are let through on their type alone; an ASCII
+    # string cannot hold a surrogate, so only other strings are searched.
     stack: list[tuple[Any, int, Any, Any]] = [(obj, 1, None, None)]
     while stack:
         entry = stack.pop()
         value, depth = entry[0], entry[1]
+        kind = type(value)
+        if kind is str:
+            if value.isascii() or not _SURROGATE_RE.search(value):
+                continue
+        elif kind is int or kind is bool or value is None:
+            continue
         problem = ""
         if isinstance(value, dict | list) and depth > MAX_DEPTH:
             problem = f"nests deeper than {MAX_DEPTH} levels"
         elif isinstance(value, dict):
             for key, item in value.items():
-                if not isinstance(key, str) or _SURROGATE_RE.search(key):
+                if not isinstance(key, str) or (not key.isascii() and _SURROGATE_RE.search(key)):
                     problem = f"has a key that is not valid Unicode text: {describe_value(key)}"
                     break
                 stack.append((item, depth + 1, entry, key))
