@@ -366,3 +366,21 @@ def test_the_broker_refuses_a_bare_or_planted_bash_for_code(
         facts = gather_facts(registry, req)
         assert facts.mismatches == (f"argv {[shell, '-c', 'x']!r} is not bash -c <code>",)
         assert facts.executable == os.path.realpath(bash())
+
+
+def test_the_trusted_programs_are_looked_up_again_after_their_second() -> None:
+    from registry_core.broker.decide.facts import TrustedPrograms
+
+    answers = iter(["/usr/bin/python3", None])
+    calls: list[str] = []
+
+    def find(name: str) -> str | None:
+        calls.append(name)
+        return next(answers)
+
+    programs = TrustedPrograms(find, ttl=0.05)
+    assert programs("python3") == programs("python3") == "/usr/bin/python3"
+    assert calls == ["python3"]  # one walk for requests within the second
+    time.sleep(0.06)
+    assert programs("python3") is None  # a program gone untrusted is seen after it
+    assert calls == ["python3", "python3"]
