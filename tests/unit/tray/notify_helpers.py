@@ -15,6 +15,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from broker_questions import approval_request
 from dbus_fast import ErrorType, Message, MessageType
 
 from ollie_tray.notify import Bus, Notifier
@@ -37,18 +38,14 @@ def make_request(request_id: str = "r1", **overrides: Any) -> ApprovalRequest:
         "tool": "deploy",
         "kind": Kind.SANDBOX,
         "description": "Deploys",
-        "variant": None,
         "executable": "/opt/tools/deploy",
         "sha256": None,
         "argv": ("/opt/tools/deploy", "--token", SECRET),
         "args": {"token": SECRET, "target": "prod"},
-        "cwd": "/home/alice",
         "requester": requester,
         "host": "laptop",
-        "timeout": 60.0,
     }
-    fields.update(overrides)
-    return ApprovalRequest(**fields)
+    return approval_request(**{**fields, **overrides})
 
 
 class FakeBus:

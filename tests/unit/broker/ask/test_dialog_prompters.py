@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
+import functools
 import gc
 import json
 import os
@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_questions import approval_request
+from broker_questions import password_request as question
 
 from registry_core.broker.ask.dialog_process import DialogError, with_utf8_locale
 from registry_core.broker.ask.kdialog import KDialogPrompter
@@ -29,13 +31,11 @@ from registry_core.broker.ask.zenity import ZenityPrompter
 from registry_core.broker.peer.identity import Requester
 from registry_core.broker.question import (
     Approval,
-    ApprovalRequest,
     PasswordAnswer,
     PasswordRequest,
     Prompter,
     Remember,
 )
-from registry_core.broker.wire.messages import Kind
 
 TIMEOUT = 10.0
 MARKER = "pw-MARKER-51c0de"
@@ -93,33 +93,20 @@ class FakeDialog:
         return calls[index]
 
 
-def make_request(**changes: Any) -> ApprovalRequest:
-    request = ApprovalRequest(
-        id="req-1",
-        tool="net_admin",
-        kind=Kind.SUDO,
-        description="Configure <network> & things",
-        variant=2,
-        executable="/usr/local/bin/net_admin",
-        sha256="cd" * 32,
-        argv=("sudo", "-A", "--", "/usr/local/bin/net_admin"),
-        args={"iface": "eth0"},
-        cwd="/srv",
-        requester=Requester(pid=77, uid=1000, gid=1000, exe="/usr/bin/agent"),
-        host="desk",
-        timeout=60.0,
-    )
-    return dataclasses.replace(request, **changes)
+make_request = functools.partial(
+    approval_request,
+    tool="net_admin",
+    description="Configure <network> & things",
+    variant=2,
+    sha256="cd" * 32,
+    args={"iface": "eth0"},
+    cwd="/srv",
+    requester=Requester(pid=77, uid=1000, gid=1000, exe="/usr/bin/agent"),
+)
 
 
 def password_request(attempt: int = 1) -> PasswordRequest:
-    return PasswordRequest(
-        id="pw-1",
-        approval=make_request(),
-        prompt="[sudo] password for bob: ",
-        user="bob",
-        attempt=attempt,
-    )
+    return question(make_request(), attempt=attempt, prompt="[sudo] password for bob: ", user="bob")
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:

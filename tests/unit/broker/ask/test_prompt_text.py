@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from broker_questions import approval_request
+
 from registry_core.broker.ask import kdialog, zenity
 from registry_core.broker.ask.text import (
     Limits,
@@ -36,22 +38,19 @@ def make_request(**changes: Any) -> ApprovalRequest:
             ProcessInfo(3000, "/usr/bin/tmux", ("tmux",)),
         ),
     )
-    request = ApprovalRequest(
-        id="req-7",
-        tool="system_logs",
-        kind=Kind.SUDO,
-        description="Read system logs (dmesg).",
-        variant=1,
-        executable="/usr/local/bin/system_logs",
-        sha256=SHA,
-        argv=("sudo", "-A", "--", "/usr/local/bin/system_logs"),
-        args={"lines": "10", "source": "dmesg"},
-        cwd="/home/alice/project",
-        requester=requester,
-        host="desk.example.org",
-        timeout=120.0,
-    )
-    return dataclasses.replace(request, **changes)
+    fields: dict[str, Any] = {
+        "id": "req-7",
+        "tool": "system_logs",
+        "description": "Read system logs (dmesg).",
+        "variant": 1,
+        "sha256": SHA,
+        "args": {"lines": "10", "source": "dmesg"},
+        "cwd": "/home/alice/project",
+        "requester": requester,
+        "host": "desk.example.org",
+        "timeout": 120.0,
+    }
+    return approval_request(**{**fields, **changes})
 
 
 def joined(request: ApprovalRequest, limits: Limits | None = None) -> str:

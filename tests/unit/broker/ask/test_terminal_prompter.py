@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import os
 import termios
 from collections.abc import Awaitable, Callable, Iterator
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_questions import approval_request, password_request
 
 from registry_core.broker.ask.dialog_process import TerminalError
 from registry_core.broker.ask.terminal import (
@@ -26,48 +26,18 @@ from registry_core.broker.ask.terminal import (
     WITHDRAWN,
     TerminalPrompter,
 )
-from registry_core.broker.peer.identity import Requester
 from registry_core.broker.question import (
     Approval,
-    ApprovalRequest,
     PasswordAnswer,
-    PasswordRequest,
     Prompter,
     Remember,
 )
-from registry_core.broker.wire.messages import Kind
 
 TIMEOUT = 10.0
 MARKER = "pw-MARKER-7f3a9c"
 
 
-def make_request(**changes: Any) -> ApprovalRequest:
-    request = ApprovalRequest(
-        id="req-1",
-        tool="disk_usage",
-        kind=Kind.SUDO,
-        description="Show disk usage.",
-        variant=None,
-        executable="/usr/local/bin/disk_usage",
-        sha256="ab" * 32,
-        argv=("sudo", "-A", "--", "/usr/local/bin/disk_usage"),
-        args={"path": "/"},
-        cwd="/home/alice",
-        requester=Requester(pid=99, uid=1000, gid=1000, exe="/usr/bin/agent"),
-        host="desk",
-        timeout=60.0,
-    )
-    return dataclasses.replace(request, **changes)
-
-
-def password_request(attempt: int = 1) -> PasswordRequest:
-    return PasswordRequest(
-        id="pw-1",
-        approval=make_request(),
-        prompt="[sudo] password for alice: ",
-        user="alice",
-        attempt=attempt,
-    )
+make_request = approval_request
 
 
 class Pty:
