@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from async_run import run as run_with_deadline
 from broker_questions import approval_request
 from broker_questions import password_request as question
 
@@ -110,10 +111,7 @@ def password_request(attempt: int = 1) -> PasswordRequest:
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        return await asyncio.wait_for(coro_fn(), TIMEOUT * 2)
-
-    return asyncio.run(main())
+    return run_with_deadline(coro_fn, TIMEOUT * 2)
 
 
 def gone(pid: int) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from async_run import run as run_with_deadline
 from broker_questions import approval_request, password_request
 
 from registry_core.broker.ask.dialog_process import TerminalError
@@ -107,10 +108,7 @@ def pty() -> Iterator[Pty]:
 
 
 def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        return await asyncio.wait_for(coro_fn(), TIMEOUT * 2)
-
-    return asyncio.run(main())
+    return run_with_deadline(coro_fn, TIMEOUT * 2)
 
 
 def test_is_a_prompter(pty: Pty) -> None:
