@@ -63,11 +63,63 @@ def cmd_forget(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> in
     return 0
 
 
+_FOR = {"15m": "15m", "1h": "1h", "always": "always"}
+
+
+def cmd_add(args: argparse.Namespace, env: dict[str, str], out: TextIO) -> int:
+    """Remember an answer for an agent's action, as a dialog's "remember" would."""
+    from registry_core.broker.question import Remember
+    from registry_core.broker.wire.messages import PatternKind
+
+    if args.deny and args.duration != "always":
+        print("ollie-tools policy add-action: a deny is always; drop --for", file=sys.stderr)
+        return 2
+    for name in ("agent", "tool", "pattern"):
+        value = getattr(args, name)
+        if not value.strip() or not value.isprintable():
+            print(
+                f"ollie-tools policy add-action: --{name} must be printable text, got {value!r}",
+                file=sys.stderr,
+            )
+            return 2
+    remember = Remember.DENY_ALWAYS if args.deny else Remember(_FOR[args.duration])
+    rule = _store(env).remember(
+        args.agent, args.tool, PatternKind(args.kind), args.pattern, remember
+    )
+    if rule is None:  # only "once" stores nothing, and it is never offered here
+        return 1
+    until = f" until {_when(rule.expires)}" if rule.expires is not None else ""
+    print(f"remembered: {rule.describe()}{until}", file=out)
+    return 0
+
+
 def register(inner: Any) -> None:
-    """Add ``actions`` and ``forget-action`` to ``ollie-tools policy``."""
+    """Add ``actions``, ``add-action`` and ``forget-action`` to ``ollie-tools policy``."""
     q = inner.add_parser("actions", help="remembered answers to agents' own actions")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_actions)
+    q = inner.add_parser("add-action", help="remember an answer for an agent's action")
+    q.add_argument("--agent", required=True, help="the agent (e.g. claude-code, codex)")
+    q.add_argument("--tool", required=True, help="the agent's tool (e.g. Bash, Write)")
+    q.add_argument(
+        "--kind",
+        choices=("program", "path", "exact"),
+        default="program",
+        help="what the pattern covers: a command's program, a file or directory "
+        "(ending in /), or exactly this text (default program)",
+    )
+    q.add_argument("--pattern", required=True, help="e.g. git, /home/me/project/, ls -la")
+    verdict = q.add_mutually_exclusive_group(required=True)
+    verdict.add_argument("--allow", action="store_true", help="allow without asking")
+    verdict.add_argument("--deny", action="store_true", help="always deny")
+    q.add_argument(
+        "--for",
+        dest="duration",
+        choices=tuple(_FOR),
+        default="always",
+        help="how long an allow stands (default always)",
+    )
+    q.set_defaults(func=cmd_add)
     q = inner.add_parser("forget-action", help="forget remembered answers to agents' actions")
     q.add_argument("--agent", help="only this agent (e.g. claude-code)")
     q.add_argument("--tool", help="only this agent tool (e.g. Bash)")

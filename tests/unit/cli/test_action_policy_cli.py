@@ -48,3 +48,67 @@ def test_forget_action_drops_only_what_matches(store: ActionRuleStore) -> None:
     assert run(["policy", "forget-action"])[0] == 2  # forgetting needs a filter or --all
     assert run(["policy", "forget-action", "--all"])[0] == 0
     assert store.rules() == []
+
+
+ADD = ["policy", "add-action"]
+
+
+def test_add_action_remembers_what_a_dialog_would_and_the_store_decides_by_it(
+    store: ActionRuleStore,
+) -> None:
+    code, out = run(
+        [*ADD, "--agent", "codex", "--tool", "Bash", "--pattern", "make", "--allow", "--for", "1h"]
+    )
+    assert code == 0 and "remembered: allow codex Bash program 'make' until " in out
+    rule = next(r for r in store.rules() if r.agent == "codex")
+    assert (rule.decision.value, rule.remember, rule.kind) == (
+        "allow",
+        Remember.HOUR,
+        PatternKind.PROGRAM,
+    )
+    assert rule.expires is not None and rule.expires - rule.created == 3600
+    code, _ = run(
+        [
+            *ADD,
+            "--agent",
+            "codex",
+            "--tool",
+            "Write",
+            "--kind",
+            "path",
+            "--pattern",
+            "/etc/",
+            "--deny",
+        ]
+    )
+    assert code == 0
+    denied = next(r for r in store.rules() if r.tool == "Write")
+    assert (denied.decision.value, denied.remember, denied.expires) == (
+        "deny",
+        Remember.DENY_ALWAYS,
+        None,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--agent", "a", "--tool", "Bash", "--pattern", "git"],  # neither allow nor deny
+        ["--agent", "a", "--tool", "Bash", "--pattern", "git", "--allow", "--deny"],
+        ["--agent", "a", "--tool", "Bash", "--pattern", "git", "--deny", "--for", "1h"],
+        ["--agent", "a", "--tool", "Bash", "--pattern", "gi\x1bt", "--allow"],
+        ["--agent", " ", "--tool", "Bash", "--pattern", "git", "--allow"],
+        ["--agent", "a", "--tool", "Bash", "--pattern", "git", "--allow", "--for", "2d"],
+    ],
+)
+def test_add_action_refuses_what_it_cannot_keep_and_stores_nothing(
+    store: ActionRuleStore, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = store.rules()
+    try:
+        code = run(["policy", "add-action", *argv])[0]
+    except SystemExit as exc:  # argparse's own usage errors
+        code = int(str(exc.code))
+    assert code == 2
+    assert "add-action" in capsys.readouterr().err
+    assert store.rules() == before
