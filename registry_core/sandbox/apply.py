@@ -61,6 +61,12 @@ ACCESS_RIGHTS: Mapping[Access, FsAccess] = {
 ALWAYS_PASSED = ("OLLIE_TOOLS_PATH", "OLLIE_ELEVATE_SOCKET", "PWD")
 
 
+EGRESS_NOT_YET = (
+    "host rules are not enforced yet: calls do not run behind the egress proxy "
+    "(docs/egress.md), so the connect_tcp ports apply to every host"
+)
+
+
 def gaps(rules: EffectiveRules, abi: int, *, namespaces: bool = False) -> tuple[Gap, ...]:
     """What a sandbox for ``rules`` on a kernel of ``abi`` does not enforce.
 
@@ -96,6 +102,9 @@ def gaps(rules: EffectiveRules, abi: int, *, namespaces: bool = False) -> tuple[
         )
     if network_limited:
         found.append(Gap("udp", "UDP and other non-TCP sockets are not restricted by Landlock"))
+    net = rules.network
+    if network_limited and (net.allow_hosts or net.deny_hosts or net.ask):
+        found.append(Gap("egress", EGRESS_NOT_YET, requested=True))
     if namespaces:
         found.append(
             Gap(
@@ -147,6 +156,12 @@ def prepare(
     if abi is None:
         abi = landlock.abi_version()
     found = gaps(rules, abi, namespaces=namespaces)
+    if not rules.best_effort and any(gap.feature == "egress" for gap in found):
+        raise SandboxError(
+            f"profile {rules.profile!r} ({rules.source}) names hosts under network "
+            f"(allow_hosts, deny_hosts or ask), and {EGRESS_NOT_YET}; remove them, or set "
+            "'general.best_effort: true' to run with the connect_tcp ports alone"
+        )
     fatal = [gap for gap in found if gap.requested and (gap.needs_abi or 0) > abi]
     if fatal and not rules.best_effort:
         raise _refusal(rules, abi, fatal)

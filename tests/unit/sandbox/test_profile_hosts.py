@@ -121,3 +121,24 @@ def test_the_remembered_parse_keeps_the_hosts(tmp_path: Path) -> None:
         profile_cache.from_json(profile_cache.to_json(first), name=first.name, source=first.source)
         == first
     )
+
+
+def test_host_rules_that_no_call_enforces_yet_are_refused_unless_best_effort(
+    tmp_path: Path,
+) -> None:
+    """Fail closed: a profile naming hosts must not run as if they held."""
+    from registry_core.errors import SandboxError
+    from registry_core.sandbox.apply import gaps, prepare
+    from registry_core.sandbox.profiles import NetworkMode
+    from registry_core.sandbox.rules import EffectiveRules, NetworkPolicy
+
+    policy = NetworkPolicy(NetworkMode.RESTRICTED, (), (443,), deny_hosts=("evil.example",))
+    rules = EffectiveRules("hosts", str(tmp_path / "hosts.yaml"), (), policy, (), False)
+    with pytest.raises(SandboxError, match=r"deny_hosts.*best_effort"):
+        prepare(rules, 7, namespaces=True)
+    lenient = rules._replace(best_effort=True)
+    assert [g.feature for g in gaps(lenient, 7, namespaces=True) if g.feature == "egress"] == [
+        "egress"
+    ]
+    plain = rules._replace(network=NetworkPolicy(NetworkMode.RESTRICTED, (), (443,)))
+    assert "egress" not in [g.feature for g in gaps(plain, 7, namespaces=True)]
