@@ -46,12 +46,13 @@ def _untrusted_reason(path: str, info: os.stat_result, what: str) -> str | None:
     return None
 
 
-def check_trusted(path: str) -> str | None:
+def check_trusted(path: str, *, executable: bool = True) -> str | None:
     """Why ``path`` (absolute) cannot be trusted, or ``None`` when it can.
 
-    The real file must be a regular, executable file; it and each directory
-    above it -- those of the name given and those of the name it resolves
-    to -- must be root's and writable by root alone.
+    The real file must be a regular file (executable, unless ``executable`` is
+    false: a shared library); it and each directory above it -- those of the
+    name given and those of the name it resolves to -- must be root's and
+    writable by root alone.
     """
     if not os.path.isabs(path):
         return f"{path} is not an absolute path"
@@ -60,8 +61,8 @@ def check_trusted(path: str) -> str | None:
         info = os.stat(real)
     except OSError as exc:
         return f"{path}: {exc.strerror or exc}"
-    if not stat.S_ISREG(info.st_mode) or not info.st_mode & 0o111:
-        return f"{real} is not an executable file"
+    if not stat.S_ISREG(info.st_mode) or (executable and not info.st_mode & 0o111):
+        return f"{real} is not {'an executable' if executable else 'a regular'} file"
     reason = _untrusted_reason(real, info, "the file")
     if reason:
         return reason
@@ -82,6 +83,29 @@ def check_trusted(path: str) -> str | None:
         reason = _untrusted_reason(directory, dir_info, "the directory")
         if reason:
             return reason
+    return None
+
+
+def library_dirs() -> tuple[str, ...]:
+    """The system's shared-library directories (this architecture's first)."""
+    import sysconfig  # only where a library is looked up (a seccomp filter compiled)
+
+    arch = sysconfig.get_config_var("MULTIARCH") or ""
+    dirs = [f"/usr/lib/{arch}", f"/lib/{arch}"] if arch else []
+    return (*dirs, "/usr/lib64", "/lib64", "/usr/lib", "/lib")
+
+
+def find_trusted_library(soname: str) -> str | None:
+    """The shared library ``soname`` (``libseccomp.so.2``) of a system library
+    directory whose file and directories are root's alone, or ``None``.
+
+    Never ``ctypes.util.find_library``: when the loader's cache lacks a library
+    it runs ``gcc`` and ``ld`` from ``PATH``, which may start with a directory a
+    sandboxed tool can write."""
+    for directory in library_dirs():
+        candidate = os.path.join(directory, soname)
+        if os.path.lexists(candidate) and check_trusted(candidate, executable=False) is None:
+            return candidate
     return None
 
 

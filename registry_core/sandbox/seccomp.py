@@ -48,6 +48,7 @@ import contextlib
 import errno
 import functools
 import os
+import threading
 import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -55,6 +56,7 @@ from typing import Any, NamedTuple
 from registry_core.safe_open import read_own_cache, write_own_cache
 from registry_core.sandbox.profiles import NetworkMode
 from registry_core.sandbox.report import Gap
+from registry_core.trusted import find_trusted_library, library_dirs
 
 PACKAGE = "libseccomp2"
 
@@ -259,14 +261,42 @@ def plan(network: NetworkMode, bind_tcp: tuple[int, ...]) -> tuple[Rule, ...]:
     return tuple(rules)
 
 
+LIBRARY = "libseccomp.so.2"
+
+
 @functools.cache
 def _binding() -> Any:
-    """The pyseccomp module; raises :class:`FilterUnavailable` without libseccomp."""
-    try:
-        import pyseccomp
-    except (ImportError, OSError, RuntimeError) as exc:
-        raise FilterUnavailable(f"libseccomp cannot be loaded ({exc})") from exc
+    """The pyseccomp module over the trusted system ``libseccomp.so.2``; raises
+    :class:`FilterUnavailable` without one.
+
+    pyseccomp looks its libraries up with ``ctypes.util.find_library`` when it is
+    imported, and that runs ``gcc`` and ``ld`` from ``PATH`` when the loader's
+    cache lacks the library.  While it is imported, the lookup answers only with
+    the trusted library's absolute path (and the C library's soname), so no
+    program is ever taken from ``PATH`` (docs/security.md §2c).
+    """
+    import ctypes.util
+
+    library = find_trusted_library(LIBRARY)
+    if library is None:
+        raise FilterUnavailable(
+            f"{LIBRARY} is not installed in a system library directory Ollie trusts "
+            f"({', '.join(library_dirs())})"
+        )
+    names = {"seccomp": library, "c": "libc.so.6"}
+    with _IMPORT_LOCK:
+        looked_up = ctypes.util.find_library
+        ctypes.util.find_library = names.get  # type: ignore[assignment]
+        try:
+            import pyseccomp
+        except (ImportError, OSError, RuntimeError) as exc:
+            raise FilterUnavailable(f"libseccomp cannot be loaded ({exc})") from exc
+        finally:
+            ctypes.util.find_library = looked_up
     return pyseccomp
+
+
+_IMPORT_LOCK = threading.Lock()
 
 
 def _clone_flags_index() -> int:

@@ -281,3 +281,53 @@ def test_a_remembered_program_that_cannot_be_trusted_is_compiled_again(
 def test_each_plan_has_its_own_program() -> None:
     shapes = [plan(mode, bind) for mode in NetworkMode for bind in ((), (80,))]
     assert len({seccomp.digest(rules) for rules in shapes}) == len(set(shapes))
+
+
+_PROBE = """
+import ctypes.util, json, sys
+def never(name):
+    raise AssertionError(f"find_library({name!r}): it runs gcc and ld from PATH")
+ctypes.util.find_library = never
+from registry_core.sandbox import seccomp
+from registry_core import trusted
+if sys.argv[1] == "none":
+    trusted.library_dirs = lambda: (sys.argv[2],)
+    seccomp.library_dirs = trusted.library_dirs
+try:
+    seccomp.compile_filter(seccomp.plan(seccomp.NetworkMode.DENY, ()))
+    print(json.dumps({"built": True}))
+except seccomp.FilterUnavailable as exc:
+    print(json.dumps({"built": False, "why": str(exc)}))
+"""
+
+
+@pytest.mark.parametrize("libraries", ["system", "none"])
+def test_libseccomp_is_the_system_one_never_found_through_path(
+    tmp_path: Path, libraries: str
+) -> None:
+    """A ``gcc``/``ld`` planted first on PATH (a project's .venv/bin) never runs:
+    the library is taken from root's library directories, else the filter is
+    unavailable (refused unless best effort)."""
+    import json
+    import subprocess
+    import sys
+
+    planted = tmp_path / "bin"
+    planted.mkdir()
+    marker = tmp_path / "ran"
+    for name in ("gcc", "cc", "ld", "ldconfig"):
+        (planted / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\n")
+        (planted / name).chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, libraries, str(tmp_path / "empty")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{planted}:/usr/bin:/bin"},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["built"] is (libraries == "system")
+    if libraries == "none":
+        assert "libseccomp.so.2 is not installed in a system library directory" in answer["why"]
+    assert not marker.exists()
