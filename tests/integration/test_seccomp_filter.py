@@ -15,12 +15,15 @@ import errno
 import json
 import os
 import platform
+import secrets
 import shutil
 import socket
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sudo_user
 from test_dispatch_sandboxed import SHIPPED_PROFILE, Stack
 
 from registry_core.sandbox import seccomp
@@ -190,3 +193,41 @@ def test_with_the_filter_keyctl_only_joins_a_new_anonymous_keyring(stack: Stack)
     )
     result = stack.call("join", timeout=30)
     assert json.loads(result.stdout) == [True, -1, errno.EPERM]
+
+
+# --- the same probe through the installed ollie-tools, as a throwaway user ------------
+
+
+@pytest.fixture(scope="module")
+def person() -> Iterator[sudo_user.SudoUser]:
+    with sudo_user.throwaway() as created:
+        yield created
+
+
+def test_as_a_person_the_filter_holds_through_the_installed_ollie_tools(
+    person: sudo_user.SudoUser,
+) -> None:
+    """Root hides permission problems: the probe runs as a non-root user, through
+    the ``ollie-tools`` installed for them, with the shipped profile."""
+    dirs = sudo_user.UserDirs(person, f"seccomp-{secrets.token_hex(3)}")
+    work = dirs.root / "work"
+    work.mkdir(mode=0o755)
+    os.chown(work, person.uid, person.gid)
+    tools = dirs.root / "probe-tools"
+    tools.mkdir(mode=0o755)
+    (tools / "probe").write_text(PROBE)
+    os.chmod(tools / "probe", 0o755)
+    (tools / "probe.meta").write_text(json.dumps({"description": "kernel probe"}))
+    env = {**dirs.env(), "OLLIE_TOOLS_PATH": f"{tools}:{person.tools}"}
+    done = person.run(
+        [str(person.bin / "ollie-tools"), "call", "probe", "--timeout", "30"],
+        env,
+        work,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)
+    assert answers["tcp"] == answers["unix"] == "ok"
+    for name in ("mptcp", "sock_diag", "listen_unbound", "keyctl", "io_uring_setup"):
+        assert answers[name] != "ok", (name, answers)
+    assert answers["userfaultfd"] == answers["unshare_user"] == "EPERM"
